@@ -1,0 +1,4 @@
+//! # ordo-bench — workloads and reports
+//!
+//! The benchmarks of the three papers, run in-process against the engine with every clock.
+#![forbid(unsafe_code)]

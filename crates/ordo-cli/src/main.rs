@@ -1,0 +1,6 @@
+//! The `ordo` command.
+#![forbid(unsafe_code)]
+
+fn main() {
+    println!("ordo");
+}

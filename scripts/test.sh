@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, docs, unit/integration tests, loom models.
+# Installs what it needs on a fresh machine (a Rust toolchain with clippy and rustfmt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "installing rustup (cargo not found)" >&2
+    apt-get update -qq && apt-get install -y -qq rustup >/dev/null || true
+    rustup default stable
+  fi
+fi
+rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy --all-targets --all-features -D warnings"
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
+step "cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+step "cargo test (all features: the test-only protocol shortcuts of the negative tests are on)"
+cargo test --workspace --all-features --quiet 2>&1 | tee target/test-output.txt
+step "loom models"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test --release --quiet -p ordo-clock -p ordo --test 'loom*' 2>&1 | tee target/loom-output.txt
+echo
+echo "all checks passed"
