@@ -2,3 +2,48 @@
 //!
 //! A heap of versioned objects and transactions over it that are strictly serializable and
 //! opaque, ordered by the time of an [`ordo_clock::Clock`] (FaRMv2 Alg. 2 on one machine).
+//!
+//! * [`heap`] — regions, 1 MiB slabs of one size class, thread-owned allocation, stable [`Addr`]s.
+//! * [`object`] — the 16-byte header and the seqlock-style read / lock / install protocol.
+//! * [`txn`] — transactions: read timestamps, buffered writes, and the commit protocol in
+//!   [`txn::commit`], talking to object owners through [`txn::participant::Participant`].
+//! * [`Ordo`] — the embedded API: `run` with retry, explicit `begin`/`commit`, statistics.
+//!
+//! ```
+//! use ordo::{Config, Ordo};
+//! use ordo_clock::LogicalClock;
+//!
+//! let db = Ordo::with_clock(Config::default(), LogicalClock::new())?;
+//! let account = db.run(|tx| tx.alloc(&100u64))?;
+//! db.run(|tx| {
+//!     let balance: u64 = tx.read(account)?;
+//!     tx.write(account, &(balance - 30))
+//! })?;
+//! assert_eq!(db.run(|tx| tx.read::<u64>(account))?, 70);
+//! # Ok::<(), ordo::Error>(())
+//! ```
+
+#[cfg(not(loom))]
+mod addr;
+pub mod bitmap;
+#[cfg(not(loom))]
+mod db;
+#[cfg(not(loom))]
+mod error;
+#[cfg(not(loom))]
+pub mod heap;
+pub mod object;
+mod sync;
+#[cfg(not(loom))]
+pub mod txn;
+#[cfg(not(loom))]
+mod worker;
+
+#[cfg(not(loom))]
+pub use addr::Addr;
+#[cfg(not(loom))]
+pub use db::{Config, Ordo, Stats, THREADS_MAX_DEFAULT};
+#[cfg(not(loom))]
+pub use error::{Abort, AbortKind, Error};
+#[cfg(not(loom))]
+pub use txn::{CommitInfo, Isolation, Options, Tx};

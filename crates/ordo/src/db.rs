@@ -1,0 +1,294 @@
+//! The embedded database handle: configuration, transactions with retry, statistics.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crossbeam_utils::CachePadded;
+use ordo_clock::Clock;
+
+use crate::error::{AbortKind, Error};
+use crate::heap::{Heap, HeapConfig};
+use crate::txn::{Options, Tx};
+use crate::worker::{self, SlotHome, ThreadSlot, Worker};
+
+/// The most threads that may run transactions on one database at once, by default.
+pub const THREADS_MAX_DEFAULT: usize = 256;
+
+/// How a database is opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Heap geometry and limits.
+    pub heap: HeapConfig,
+    /// The most threads that may hold a transaction slot at once.
+    pub threads_max: usize,
+    /// Options used by [`Ordo::run`] and [`Ordo::begin`].
+    pub options: Options,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            heap: HeapConfig::default(),
+            threads_max: THREADS_MAX_DEFAULT,
+            options: Options::default(),
+        }
+    }
+}
+
+/// Counters summed over every thread that ran transactions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Committed read-write transactions.
+    pub commits: u64,
+    /// Committed read-only transactions.
+    pub read_only_commits: u64,
+    /// Aborted attempts by reason, in [`AbortKind::ALL`] order.
+    pub aborts: [u64; AbortKind::ALL.len()],
+    /// Total nanoseconds commits spent waiting out write-timestamp uncertainty.
+    pub write_wait_ns: u64,
+}
+
+impl Stats {
+    /// Aborts of one kind.
+    pub fn aborts_of(&self, kind: AbortKind) -> u64 {
+        let i = AbortKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        self.aborts[i]
+    }
+    /// All aborts.
+    pub fn aborts_total(&self) -> u64 {
+        self.aborts.iter().sum()
+    }
+}
+
+pub(crate) struct Shared<C> {
+    pub(crate) id: u64,
+    pub(crate) clock: C,
+    pub(crate) heap: Heap,
+    pub(crate) config: Config,
+    slots: Box<[CachePadded<ThreadSlot>]>,
+    free_slots: Mutex<Vec<usize>>,
+    weak_self: Weak<dyn SlotHome>,
+}
+
+impl<C: Clock> SlotHome for Shared<C> {
+    fn release_worker(&self, worker: &mut Worker) {
+        self.slots[worker.slot]
+            .active_rts
+            .store(worker::IDLE, Ordering::Release);
+        self.heap.abandon(&mut worker.alloc);
+        self.free_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(worker.slot);
+    }
+}
+
+impl<C: Clock> Shared<C> {
+    pub(crate) fn slot(&self, index: usize) -> &ThreadSlot {
+        &self.slots[index]
+    }
+
+    /// This thread's worker: cached, or new with a fresh slot.
+    pub(crate) fn worker(&self) -> Result<Box<Worker>, Error> {
+        if let Some(w) = worker::take_cached(self.id) {
+            return Ok(w);
+        }
+        let slot = self
+            .free_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "more than threads_max = {} threads are running transactions",
+                    self.config.threads_max
+                ))
+            })?;
+        Ok(Box::new(Worker {
+            db_id: self.id,
+            slot,
+            home: self.weak_self.clone(),
+            alloc: Default::default(),
+            reads: Default::default(),
+            writes: Default::default(),
+            scratch: Vec::new(),
+            rng: 0x9E37_79B9_7F4A_7C15 ^ ((slot as u64 + 1) << 17),
+        }))
+    }
+}
+
+static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An embedded Ordo database, generic over its clock. Cheap to clone; clones share the database.
+///
+/// ```
+/// use ordo::{Ordo, Config};
+/// use ordo_clock::LogicalClock;
+///
+/// let db = Ordo::with_clock(Config::default(), LogicalClock::new())?;
+/// let counter = db.run(|tx| tx.alloc(&0u64))?;
+/// let n = db.run(|tx| {
+///     let v: u64 = tx.read(counter)?;
+///     tx.write(counter, &(v + 1))?;
+///     Ok::<_, ordo::Error>(v + 1)
+/// })?;
+/// assert_eq!(n, 1);
+/// # Ok::<(), ordo::Error>(())
+/// ```
+pub struct Ordo<C: Clock> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C: Clock> Clone for Ordo<C> {
+    fn clone(&self) -> Self {
+        Ordo {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<C: Clock> Ordo<C> {
+    /// Opens an in-memory database whose transactions are ordered by `clock`.
+    pub fn with_clock(config: Config, clock: C) -> Result<Self, Error> {
+        if config.threads_max == 0 {
+            return Err(Error::Config("threads_max must be at least 1".into()));
+        }
+        if config.options.retries_max == 0 {
+            return Err(Error::Config(
+                "options.retries_max must be at least 1".into(),
+            ));
+        }
+        let heap = Heap::new(config.heap)?;
+        let threads_max = config.threads_max;
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared<C>>| Shared {
+            id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
+            clock,
+            heap,
+            config,
+            slots: (0..threads_max)
+                .map(|_| CachePadded::new(ThreadSlot::default()))
+                .collect(),
+            free_slots: Mutex::new((0..threads_max).rev().collect()),
+            weak_self: weak.clone() as Weak<dyn SlotHome>,
+        });
+        Ok(Ordo { shared })
+    }
+
+    /// The clock ordering this database's transactions.
+    pub fn clock(&self) -> &C {
+        &self.shared.clock
+    }
+
+    /// The configuration it was opened with.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Begins a transaction with the database's default options.
+    ///
+    /// # Isolation
+    /// Strictly serializable and opaque by default: every read sees the snapshot at the read
+    /// timestamp, committed or not (see [`crate::txn`]).
+    pub fn begin(&self) -> Result<Tx<'_, C>, Error> {
+        self.begin_with(self.shared.config.options)
+    }
+
+    /// Begins a transaction with `options`.
+    pub fn begin_with(&self, options: Options) -> Result<Tx<'_, C>, Error> {
+        Tx::begin(&self.shared, options)
+    }
+
+    /// Runs `f` in a transaction and commits it, retrying on conflict with bounded exponential
+    /// back-off. Returns what `f` returned.
+    ///
+    /// # Conflicts
+    /// Once an operation inside `f` returned [`Error::Aborted`], the attempt is doomed: whatever
+    /// `f` then returns, it is rolled back and `f` runs again, up to `options.retries_max`
+    /// attempts, after which [`Error::RetriesExhausted`] is returned. Any other error returned by
+    /// `f` rolls the attempt back and is returned untouched.
+    pub fn run<R, E, F>(&self, f: F) -> Result<R, E>
+    where
+        F: FnMut(&mut Tx<'_, C>) -> Result<R, E>,
+        E: From<Error>,
+    {
+        self.run_with(self.shared.config.options, f)
+    }
+
+    /// [`Ordo::run`] with explicit options.
+    pub fn run_with<R, E, F>(&self, options: Options, mut f: F) -> Result<R, E>
+    where
+        F: FnMut(&mut Tx<'_, C>) -> Result<R, E>,
+        E: From<Error>,
+    {
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let mut tx = self.begin_with(options)?;
+            let last = match f(&mut tx) {
+                Ok(value) => match tx.commit() {
+                    Ok(_) => return Ok(value),
+                    Err(Error::Aborted(abort)) => abort,
+                    Err(e) => return Err(e.into()),
+                },
+                Err(user) => match tx.doomed() {
+                    Some(abort) => {
+                        drop(tx);
+                        abort
+                    }
+                    None => {
+                        tx.abort();
+                        return Err(user);
+                    }
+                },
+            };
+            if attempt >= options.retries_max {
+                return Err(Error::RetriesExhausted {
+                    attempts: attempt,
+                    last,
+                }
+                .into());
+            }
+            self.backoff(attempt);
+        }
+    }
+
+    fn backoff(&self, attempt: u32) {
+        let ceiling_ns = (1u64 << attempt.min(20))
+            .saturating_mul(50)
+            .min(crate::txn::BACKOFF_US_MAX * 1000);
+        let jitter = worker::take_cached(self.shared.id).map(|mut w| {
+            let r = w.next_random();
+            worker::put_cached(w);
+            r
+        });
+        let pause_ns = jitter.unwrap_or(ceiling_ns) % ceiling_ns.max(1);
+        if pause_ns < 2_000 {
+            let until = std::time::Instant::now() + std::time::Duration::from_nanos(pause_ns);
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_nanos(pause_ns));
+        }
+    }
+
+    /// Counters summed over all threads.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        for slot in self.shared.slots.iter() {
+            s.commits += slot.commits.load(Ordering::Relaxed);
+            s.read_only_commits += slot.read_only_commits.load(Ordering::Relaxed);
+            s.write_wait_ns += slot.write_wait_ns.load(Ordering::Relaxed);
+            for (acc, c) in s.aborts.iter_mut().zip(&slot.aborts) {
+                *acc += c.load(Ordering::Relaxed);
+            }
+        }
+        s
+    }
+
+    /// Regions the heap has mapped so far.
+    pub fn regions_in_use(&self) -> usize {
+        self.shared.heap.region_count()
+    }
+}

@@ -1,0 +1,195 @@
+//! Errors and abort reasons.
+//!
+//! An [`Abort`] is a conflict: the transaction saw something a concurrent one did and must not
+//! commit, but retrying may succeed — `Ordo::run` retries it. An [`Error`] is everything else:
+//! misuse (a bad address, a wrong-sized value), exhausted resources, or an abort that was not
+//! retried. Both name what failed and where.
+
+use ordo_clock::Timestamp;
+
+use crate::addr::Addr;
+
+/// Why a transaction attempt aborted. Each reason is counted (see [`crate::Stats`]).
+#[derive(thiserror::Error, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Abort {
+    /// A read found the object locked by a committing transaction (FaRMv2 early abort).
+    #[error("object {addr} was locked when read")]
+    ReadLocked {
+        /// The object.
+        addr: Addr,
+    },
+    /// A read found only a version newer than the read timestamp and no older one to fall back to.
+    #[error("object {addr} has version {version:?}, newer than the read timestamp {rts:?}")]
+    TooNew {
+        /// The object.
+        addr: Addr,
+        /// The version found.
+        version: Timestamp,
+        /// The transaction's read timestamp.
+        rts: Timestamp,
+    },
+    /// Commit could not lock an object because another transaction holds it.
+    #[error("object {addr} was locked by another transaction at commit")]
+    LockBusy {
+        /// The object.
+        addr: Addr,
+    },
+    /// Commit found an object to be written changed since it was read (or newer than `rts`).
+    #[error("object {addr} changed before it could be locked")]
+    WriteConflict {
+        /// The object.
+        addr: Addr,
+    },
+    /// Validation found an object read (but not written) changed or locked.
+    #[error("validation failed on object {addr}")]
+    Validation {
+        /// The object.
+        addr: Addr,
+    },
+    /// The caller asked for the abort (`Tx::abort`, or a closure requesting a retry).
+    #[error("aborted by the application")]
+    Requested,
+}
+
+/// The kinds of [`Abort`], for counters.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum AbortKind {
+    /// [`Abort::ReadLocked`].
+    ReadLocked,
+    /// [`Abort::TooNew`].
+    TooNew,
+    /// [`Abort::LockBusy`].
+    LockBusy,
+    /// [`Abort::WriteConflict`].
+    WriteConflict,
+    /// [`Abort::Validation`].
+    Validation,
+    /// [`Abort::Requested`].
+    Requested,
+}
+
+impl AbortKind {
+    /// Every kind, in counter order.
+    pub const ALL: [AbortKind; 6] = [
+        AbortKind::ReadLocked,
+        AbortKind::TooNew,
+        AbortKind::LockBusy,
+        AbortKind::WriteConflict,
+        AbortKind::Validation,
+        AbortKind::Requested,
+    ];
+
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortKind::ReadLocked => "read-locked",
+            AbortKind::TooNew => "too-new",
+            AbortKind::LockBusy => "lock-busy",
+            AbortKind::WriteConflict => "write-conflict",
+            AbortKind::Validation => "validation",
+            AbortKind::Requested => "requested",
+        }
+    }
+}
+
+impl Abort {
+    /// The counter this abort increments.
+    pub fn kind(self) -> AbortKind {
+        match self {
+            Abort::ReadLocked { .. } => AbortKind::ReadLocked,
+            Abort::TooNew { .. } => AbortKind::TooNew,
+            Abort::LockBusy { .. } => AbortKind::LockBusy,
+            Abort::WriteConflict { .. } => AbortKind::WriteConflict,
+            Abort::Validation { .. } => AbortKind::Validation,
+            Abort::Requested => AbortKind::Requested,
+        }
+    }
+}
+
+/// Everything an Ordo operation can fail with.
+#[derive(thiserror::Error, Clone, PartialEq, Eq, Debug)]
+pub enum Error {
+    /// The transaction attempt conflicted; `Ordo::run` retries these.
+    #[error("transaction aborted: {0}")]
+    Aborted(#[from] Abort),
+    /// Every retry of `Ordo::run` aborted.
+    #[error("transaction gave up after {attempts} attempts; last abort: {last}")]
+    RetriesExhausted {
+        /// Attempts made.
+        attempts: u32,
+        /// The reason of the last abort.
+        last: Abort,
+    },
+    /// The address does not name an object slot of this heap.
+    #[error("address {addr} is not an object slot of this heap")]
+    InvalidAddress {
+        /// The address.
+        addr: Addr,
+    },
+    /// The address names a slot that holds no object at the transaction's snapshot.
+    #[error("object {addr} is not allocated (freed, or never allocated)")]
+    NotAllocated {
+        /// The address.
+        addr: Addr,
+    },
+    /// An allocation of zero bytes.
+    #[error("cannot allocate an object of zero bytes")]
+    ZeroSize,
+    /// An allocation above the largest object size.
+    #[error("object of {len_bytes} bytes exceeds the largest object size of {max_bytes} bytes")]
+    TooLarge {
+        /// Requested size.
+        len_bytes: usize,
+        /// The limit.
+        max_bytes: usize,
+    },
+    /// A value whose size differs from the object's.
+    #[error("value of {got_bytes} bytes for object {addr} of {len_bytes} bytes")]
+    WrongSize {
+        /// The object.
+        addr: Addr,
+        /// The object's size.
+        len_bytes: usize,
+        /// The value's size.
+        got_bytes: usize,
+    },
+    /// The heap has no free slab and may not grow.
+    #[error("out of memory: all {regions} regions of {region_bytes} bytes are in use")]
+    OutOfMemory {
+        /// Regions in use.
+        regions: usize,
+        /// Bytes per region.
+        region_bytes: usize,
+    },
+    /// Mapping memory for a new region failed.
+    #[error("mapping region {region} ({bytes} bytes) failed: {reason}")]
+    RegionMap {
+        /// The region id.
+        region: u16,
+        /// Its size.
+        bytes: usize,
+        /// The OS error.
+        reason: String,
+    },
+    /// An object header holds a length that cannot be right (memory corruption).
+    #[error("object {addr} has a corrupt length of {len_bytes} bytes")]
+    CorruptObject {
+        /// The object.
+        addr: Addr,
+        /// The length found.
+        len_bytes: usize,
+    },
+    /// The configuration is not usable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    /// The abort inside, if this error is a retryable conflict.
+    pub fn as_abort(&self) -> Option<Abort> {
+        match self {
+            Error::Aborted(a) => Some(*a),
+            _ => None,
+        }
+    }
+}

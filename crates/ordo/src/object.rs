@@ -1,0 +1,339 @@
+//! The object header protocol: how one object is read, locked, validated and installed.
+//!
+//! An object is a 16-byte header followed by its payload, all `AtomicU64` words:
+//!
+//! ```text
+//! word 0:  63: LOCK | 62: ALLOC | 61..0: write timestamp of the head version (ns)
+//! word 1:  63..40: payload length in bytes | 39..0: old-version pointer (0 = none)
+//! word 2.. payload, ceil(len / 8) words, zero-padded
+//! ```
+//!
+//! Readers never write; they use a seqlock-style check (DESIGN §3): load word 0 (`Acquire`),
+//! copy word 1 and the payload with `Relaxed` loads, `fence(Acquire)`, reload word 0 and retry if
+//! it changed. Every access is atomic, so a torn copy is a discarded value, never a data race.
+//!
+//! Writers follow FaRMv2 Alg. 2: `try_lock` (CAS on word 0 setting LOCK, only if the version is
+//! what the transaction expects), then — after the coordinator has drawn `wts` and validated —
+//! `install` (store payload and word 1, then word 0 = ALLOC | wts with `Release`, which clears
+//! LOCK), or `unlock` (restore word 0 exactly) when the transaction aborts.
+//!
+//! # Invariants
+//! * Word 0 changes only by the lock holder, and only `unlocked -> locked -> unlocked`.
+//! * While word 0 is unchanged and unlocked, words 1.. are unchanged: every payload store sits
+//!   between a LOCK acquisition and the `Release` store that ends it.
+//! * The write timestamps of one object's successive versions strictly increase (the next
+//!   writer's `wts` is drawn after it observed the previous version unlocked).
+
+use ordo_clock::Timestamp;
+
+use crate::sync::{AtomicU64, Ordering, fence};
+
+/// Bit 63 of word 0: the object is locked by a committing transaction.
+pub(crate) const LOCK_BIT: u64 = 1 << 63;
+/// Bit 62 of word 0: the object is allocated.
+pub(crate) const ALLOC_BIT: u64 = 1 << 62;
+/// Bits 0..62 of word 0: the write timestamp.
+pub(crate) const TS_MASK: u64 = ALLOC_BIT - 1;
+/// Words of header in front of every payload.
+pub const HEADER_WORDS: usize = 2;
+const LEN_SHIFT: u32 = 40;
+const OVP_MASK: u64 = (1 << LEN_SHIFT) - 1;
+/// The largest payload length word 1 can describe.
+pub const PAYLOAD_BYTES_MAX: usize = (1 << (64 - LEN_SHIFT)) - 1;
+
+/// Timestamps must leave the two flag bits free.
+const _: () = assert!(TS_MASK == (1 << 62) - 1);
+
+/// A decoded word 0.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Header(u64);
+
+impl Header {
+    /// Decodes a raw word 0.
+    #[inline]
+    pub const fn from_raw(raw: u64) -> Self {
+        Header(raw)
+    }
+    /// The raw word.
+    #[inline]
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+    /// Whether a committing transaction holds the lock.
+    #[inline]
+    pub const fn is_locked(self) -> bool {
+        self.0 & LOCK_BIT != 0
+    }
+    /// Whether the object is allocated in its head version.
+    #[inline]
+    pub const fn is_allocated(self) -> bool {
+        self.0 & ALLOC_BIT != 0
+    }
+    /// The write timestamp of the head version.
+    #[inline]
+    pub const fn ts(self) -> Timestamp {
+        Timestamp::from_nanos(self.0 & TS_MASK)
+    }
+    /// The unlocked header of a version written at `ts`.
+    #[inline]
+    pub fn version(ts: Timestamp, allocated: bool) -> Self {
+        debug_assert!(
+            ts.as_nanos() <= TS_MASK,
+            "timestamp {ts:?} does not fit a header"
+        );
+        Header((ts.as_nanos() & TS_MASK) | if allocated { ALLOC_BIT } else { 0 })
+    }
+}
+
+/// What a consistent read of an object saw.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Snapshot {
+    /// Word 0 at the time of the read (unlocked unless the lock check was skipped).
+    pub header: Header,
+    /// Payload length in bytes.
+    pub len_bytes: usize,
+    /// Old-version pointer (0 = none).
+    pub ovp: u64,
+}
+
+/// Why an object could not be read consistently.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ReadFail {
+    /// Word 0 was locked.
+    Locked,
+    /// The object's length word does not fit the slot (a corrupt or foreign header).
+    BadLength {
+        /// The length found.
+        len_bytes: usize,
+    },
+}
+
+/// Why `try_lock` refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LockFail {
+    /// Somebody else holds the lock.
+    Locked,
+    /// The head version is not the one the transaction expects.
+    Changed {
+        /// The header found.
+        found: Header,
+    },
+}
+
+/// What a writer requires of the head version before it locks the object.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Expect {
+    /// The object was read at exactly this version (and was allocated).
+    Version(Timestamp),
+    /// A blind write: allocated, version no newer than the read timestamp.
+    NotAfter(Timestamp),
+    /// An allocation: the slot is free (the allocator reserved it for this transaction).
+    Free,
+}
+
+/// A view of one object's words: header followed by its payload capacity.
+#[derive(Clone, Copy)]
+pub struct ObjectRef<'a> {
+    words: &'a [AtomicU64],
+}
+
+impl<'a> ObjectRef<'a> {
+    /// Wraps a slot of `HEADER_WORDS + capacity` words.
+    ///
+    /// # Panics
+    /// If the slot is shorter than the header; slots come from the slab layout, never from input.
+    #[inline]
+    pub fn new(words: &'a [AtomicU64]) -> Self {
+        assert!(
+            words.len() >= HEADER_WORDS,
+            "object slot shorter than its header"
+        );
+        ObjectRef { words }
+    }
+
+    /// Payload capacity in bytes.
+    #[inline]
+    pub fn capacity_bytes(self) -> usize {
+        (self.words.len() - HEADER_WORDS) * 8
+    }
+
+    /// Word 0, `Acquire`: pairs with the `Release` store in [`ObjectRef::install`] and
+    /// [`ObjectRef::unlock`].
+    #[inline]
+    pub fn header(self) -> Header {
+        Header(self.words[0].load(Ordering::Acquire))
+    }
+
+    /// Reads the head version consistently into `out` (resized to the payload's words).
+    ///
+    /// With `check_lock` false a locked header is read anyway — only the
+    /// `skip_read_lock_check` shortcut of the negative tests does that.
+    #[inline]
+    pub fn read(self, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, ReadFail> {
+        loop {
+            // Acquire: pairs with the Release store of word 0 in install()/unlock(), so the
+            // payload copied below is at least as new as the version named by h1.
+            let h1 = Header(self.words[0].load(Ordering::Acquire));
+            if check_lock && h1.is_locked() {
+                return Err(ReadFail::Locked);
+            }
+            let w1 = self.words[1].load(Ordering::Relaxed);
+            let len_bytes = (w1 >> LEN_SHIFT) as usize;
+            let len_words = len_bytes.div_ceil(8);
+            let payload = &self.words[HEADER_WORDS..];
+            if len_words > payload.len() {
+                // Possibly torn: re-check before reporting.
+                fence(Ordering::Acquire);
+                if self.words[0].load(Ordering::Relaxed) == h1.raw() {
+                    return Err(ReadFail::BadLength { len_bytes });
+                }
+                continue;
+            }
+            out.clear();
+            out.extend(
+                payload[..len_words]
+                    .iter()
+                    .map(|w| w.load(Ordering::Relaxed)),
+            );
+            // Acquire fence: pairs with the Release fence in try_lock(); if any word copied above
+            // came from a writer holding the lock, the reload below sees the lock or later.
+            fence(Ordering::Acquire);
+            let h2 = self.words[0].load(Ordering::Relaxed);
+            if h2 == h1.raw() {
+                return Ok(Snapshot {
+                    header: h1,
+                    len_bytes,
+                    ovp: w1 & OVP_MASK,
+                });
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Locks the object if its head version satisfies `expect`; returns the header it replaced.
+    #[inline]
+    pub fn try_lock(self, expect: Expect) -> Result<Header, LockFail> {
+        let current = Header(self.words[0].load(Ordering::Relaxed));
+        if current.is_locked() {
+            return Err(LockFail::Locked);
+        }
+        let acceptable = match expect {
+            Expect::Version(ts) => current.is_allocated() && current.ts() == ts,
+            Expect::NotAfter(rts) => current.is_allocated() && current.ts() <= rts,
+            Expect::Free => !current.is_allocated(),
+        };
+        if !acceptable {
+            return Err(LockFail::Changed { found: current });
+        }
+        // Acquire: pairs with the Release store that unlocked the previous version, so this
+        // writer's wts (drawn later) is ordered after that version's wts.
+        match self.words[0].compare_exchange(
+            current.raw(),
+            current.raw() | LOCK_BIT,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => {
+                // Release fence: pairs with the Acquire fence in read(); orders the LOCK bit before
+                // every payload store this holder makes.
+                fence(Ordering::Release);
+                Ok(current)
+            }
+            Err(raw) => {
+                let found = Header(raw);
+                if found.is_locked() {
+                    Err(LockFail::Locked)
+                } else {
+                    Err(LockFail::Changed { found })
+                }
+            }
+        }
+    }
+
+    /// Whether the head version is still exactly `observed` and unlocked (FaRMv2 validation).
+    #[inline]
+    pub fn validate(self, observed: Header) -> bool {
+        // Acquire: pairs with install()'s Release store, so a newer version is seen as such.
+        self.words[0].load(Ordering::Acquire) == observed.raw()
+    }
+
+    /// Installs a new head version and releases the lock.
+    ///
+    /// The caller holds the lock (acquired by [`ObjectRef::try_lock`]); `payload` holds
+    /// `ceil(len_bytes / 8)` words and must fit the slot.
+    #[inline]
+    pub fn install(
+        self,
+        wts: Timestamp,
+        allocated: bool,
+        len_bytes: usize,
+        ovp: u64,
+        payload: &[u64],
+    ) {
+        debug_assert!(Header(self.words[0].load(Ordering::Relaxed)).is_locked());
+        debug_assert!(wts > Header(self.words[0].load(Ordering::Relaxed)).ts() || !allocated);
+        debug_assert!(len_bytes.div_ceil(8) == payload.len());
+        debug_assert!(payload.len() <= self.words.len() - HEADER_WORDS);
+        debug_assert!(ovp <= OVP_MASK);
+        self.words[1].store(((len_bytes as u64) << LEN_SHIFT) | ovp, Ordering::Relaxed);
+        for (dst, src) in self.words[HEADER_WORDS..].iter().zip(payload) {
+            dst.store(*src, Ordering::Relaxed);
+        }
+        // Release: pairs with the Acquire load of word 0 in read()/header()/validate(); publishes
+        // the payload stores above together with the new version, and clears LOCK.
+        self.words[0].store(Header::version(wts, allocated).raw(), Ordering::Release);
+    }
+
+    /// Releases the lock without changing anything (the transaction aborted).
+    #[inline]
+    pub fn unlock(self, previous: Header) {
+        debug_assert!(!previous.is_locked());
+        // Release: pairs with the Acquire loads of word 0; nothing was written, so this only
+        // makes the unchanged version visible as unlocked again.
+        self.words[0].store(previous.raw(), Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn slot(words: usize) -> Vec<AtomicU64> {
+        (0..words).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    #[test]
+    fn lock_install_read_roundtrip() {
+        let s = slot(HEADER_WORDS + 4);
+        let o = ObjectRef::new(&s);
+        let mut out = Vec::new();
+        assert!(!o.header().is_allocated());
+        let prev = o.try_lock(Expect::Free).unwrap();
+        o.install(Timestamp::from_nanos(5), true, 12, 0, &[1, 2]);
+        assert!(prev.ts() == Timestamp::ZERO);
+        let snap = o.read(&mut out, true).unwrap();
+        assert_eq!(snap.header.ts(), Timestamp::from_nanos(5));
+        assert_eq!(snap.len_bytes, 12);
+        assert_eq!(out, vec![1, 2]);
+        assert!(o.validate(snap.header));
+        assert_eq!(
+            o.try_lock(Expect::Free),
+            Err(LockFail::Changed { found: snap.header })
+        );
+        assert_eq!(
+            o.try_lock(Expect::Version(Timestamp::from_nanos(4))),
+            Err(LockFail::Changed { found: snap.header })
+        );
+        let h = o
+            .try_lock(Expect::Version(Timestamp::from_nanos(5)))
+            .unwrap();
+        assert!(!o.validate(snap.header));
+        assert_eq!(o.read(&mut out, true), Err(ReadFail::Locked));
+        assert_eq!(
+            o.try_lock(Expect::NotAfter(Timestamp::from_nanos(9))),
+            Err(LockFail::Locked)
+        );
+        o.unlock(h);
+        assert!(o.validate(snap.header));
+    }
+}

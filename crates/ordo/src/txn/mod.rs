@@ -1,0 +1,373 @@
+//! Transactions: reads at a read timestamp, buffered writes, and the commit protocol.
+//!
+//! A [`Tx`] is one attempt. It takes its read timestamp `rts` when it begins and reads every
+//! object at the newest version `<= rts`; single-version mode keeps only the head, so a head newer
+//! than `rts` aborts the attempt (FaRMv2's early abort), as does a locked head. Every read an
+//! attempt makes — committed or not — therefore comes from the one snapshot at `rts`: opacity.
+//! Writes, allocations and frees are buffered and applied at commit by [`commit`]'s protocol.
+//!
+//! An operation that aborts marks the attempt *doomed*: every later operation returns the same
+//! abort, and `commit` does too, so nothing built on an inconsistent read can be committed.
+
+pub mod commit;
+mod options;
+pub mod participant;
+pub mod set;
+
+use bytemuck::Pod;
+use ordo_clock::{Clock, Timestamp};
+
+pub use commit::CommitInfo;
+#[cfg(feature = "shortcuts")]
+pub use options::Shortcuts;
+pub use options::{BACKOFF_US_MAX, Isolation, Options, RETRIES_MAX_DEFAULT};
+
+use crate::addr::Addr;
+use crate::db::Shared;
+use crate::error::{Abort, Error};
+use crate::worker::{self, Worker, bump};
+
+use participant::{LocalParticipant, Participant};
+use set::{ReadEntry, WriteKind, words_as_bytes};
+
+/// One transaction attempt. Created by [`crate::Ordo::begin`] or inside [`crate::Ordo::run`].
+///
+/// Committing or aborting consumes the transaction, so using it afterwards does not compile:
+///
+/// ```compile_fail
+/// # use ordo::{Ordo, Config}; use ordo_clock::LogicalClock;
+/// let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
+/// let mut tx = db.begin().unwrap();
+/// let a = tx.alloc(&1u64).unwrap();
+/// tx.commit().unwrap();
+/// tx.read::<u64>(a); // error: use of moved value
+/// ```
+pub struct Tx<'db, C: Clock> {
+    shared: &'db Shared<C>,
+    worker: Option<Box<Worker>>,
+    rts: Timestamp,
+    options: Options,
+    doomed: Option<Abort>,
+    /// Whether the outcome has been counted in the thread's statistics.
+    counted: bool,
+}
+
+impl<'db, C: Clock> Tx<'db, C> {
+    pub(crate) fn begin(shared: &'db Shared<C>, options: Options) -> Result<Self, Error> {
+        let mut worker = shared.worker()?;
+        worker.reads.clear();
+        worker.writes.clear();
+        let rts = if options.isolation.is_strict() {
+            shared.clock.read_ts()
+        } else {
+            shared.clock.now().lo()
+        };
+        // Release: pairs with the Acquire loads of the GC's oldest-active-timestamp scan.
+        shared
+            .slot(worker.slot)
+            .active_rts
+            .store(rts.as_nanos(), std::sync::atomic::Ordering::Release);
+        Ok(Tx {
+            shared,
+            worker: Some(worker),
+            rts,
+            options,
+            doomed: None,
+            counted: false,
+        })
+    }
+
+    fn w(&mut self) -> &mut Worker {
+        self.worker
+            .as_mut()
+            .expect("a live transaction holds its worker")
+    }
+
+    fn participant(&self) -> LocalParticipant<'db> {
+        LocalParticipant::new(&self.shared.heap)
+    }
+
+    /// The read timestamp: every read sees the newest version at or before it.
+    pub fn rts(&self) -> Timestamp {
+        self.rts
+    }
+
+    /// The options this attempt runs with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The abort that doomed this attempt, if one did.
+    pub fn doomed(&self) -> Option<Abort> {
+        self.doomed
+    }
+
+    fn doom(&mut self, abort: Abort) -> Error {
+        if self.doomed.is_none() {
+            self.doomed = Some(abort);
+        }
+        Error::Aborted(abort)
+    }
+
+    fn check_live(&self) -> Result<(), Error> {
+        match self.doomed {
+            Some(a) => Err(Error::Aborted(a)),
+            None => Ok(()),
+        }
+    }
+
+    fn check_lock(&self) -> bool {
+        #[cfg(feature = "shortcuts")]
+        {
+            !self.options.shortcuts.skip_read_lock_check
+        }
+        #[cfg(not(feature = "shortcuts"))]
+        {
+            true
+        }
+    }
+
+    /// Reads `addr` at `rts` into the worker's scratch buffer (or finds it in the write set) and
+    /// gives `f` its bytes.
+    fn with_bytes<R>(&mut self, addr: Addr, f: impl FnOnce(&[u8]) -> R) -> Result<R, Error> {
+        self.check_live()?;
+        let rts = self.rts;
+        let check_lock = self.check_lock();
+        let participant = self.participant();
+        let w = self.w();
+        if let Some(i) = w.writes.find(addr) {
+            let e = w.writes.entries()[i];
+            if e.kind == WriteKind::Free {
+                return Err(Error::NotAllocated { addr });
+            }
+            return Ok(f(words_as_bytes(w.writes.data(&e), e.len_bytes)));
+        }
+        let snap = match participant.read(addr, &mut w.scratch, check_lock) {
+            Ok(s) => s,
+            Err(Error::Aborted(a)) => return Err(self.doom(a)),
+            Err(e) => return Err(e),
+        };
+        let version = snap.header.ts();
+        if version > rts {
+            return Err(self.doom(Abort::TooNew { addr, version, rts }));
+        }
+        let w = self.w();
+        w.reads.push(ReadEntry {
+            addr,
+            header: snap.header,
+        });
+        if !snap.header.is_allocated() {
+            return Err(Error::NotAllocated { addr });
+        }
+        Ok(f(words_as_bytes(&w.scratch, snap.len_bytes)))
+    }
+
+    /// Reads a plain-data value. The object's size must be `size_of::<T>()`.
+    ///
+    /// # Isolation
+    /// Sees the newest version committed at or before [`Tx::rts`]; a locked or newer head aborts.
+    pub fn read<T: Pod>(&mut self, addr: Addr) -> Result<T, Error> {
+        let want = std::mem::size_of::<T>();
+        self.with_bytes(addr, |b| {
+            if b.len() == want {
+                Ok(bytemuck::pod_read_unaligned(b))
+            } else {
+                Err(Error::WrongSize {
+                    addr,
+                    len_bytes: b.len(),
+                    got_bytes: want,
+                })
+            }
+        })?
+    }
+
+    /// Reads an object's bytes into a new vector.
+    pub fn read_bytes(&mut self, addr: Addr) -> Result<Vec<u8>, Error> {
+        self.with_bytes(addr, |b| b.to_vec())
+    }
+
+    /// Reads an object's bytes and passes them to `f` without copying them out.
+    pub fn read_with<R>(&mut self, addr: Addr, f: impl FnOnce(&[u8]) -> R) -> Result<R, Error> {
+        self.with_bytes(addr, f)
+    }
+
+    /// Buffers a new value of a plain-data type for `addr`; the size must match the object's.
+    pub fn write<T: Pod>(&mut self, addr: Addr, value: &T) -> Result<(), Error> {
+        self.write_bytes(addr, bytemuck::bytes_of(value))
+    }
+
+    /// Buffers new bytes for `addr`; the length must match the object's.
+    pub fn write_bytes(&mut self, addr: Addr, bytes: &[u8]) -> Result<(), Error> {
+        self.check_live()?;
+        if let Some(i) = self.w().writes.find(addr) {
+            let e = self.w().writes.entries()[i];
+            if e.kind == WriteKind::Free {
+                return Err(Error::NotAllocated { addr });
+            }
+            if e.len_bytes != bytes.len() {
+                return Err(Error::WrongSize {
+                    addr,
+                    len_bytes: e.len_bytes,
+                    got_bytes: bytes.len(),
+                });
+            }
+            self.w().writes.overwrite(i, bytes);
+            return Ok(());
+        }
+        let len_bytes = self.peek_len(addr)?;
+        if len_bytes != bytes.len() {
+            return Err(Error::WrongSize {
+                addr,
+                len_bytes,
+                got_bytes: bytes.len(),
+            });
+        }
+        let rts = self.rts;
+        self.w().writes.push(
+            addr,
+            WriteKind::Update,
+            bytes,
+            crate::object::Expect::NotAfter(rts),
+        );
+        Ok(())
+    }
+
+    /// The length of an allocated object at `rts`, without adding it to the read set (a blind
+    /// write's lock checks the version instead).
+    fn peek_len(&mut self, addr: Addr) -> Result<usize, Error> {
+        let rts = self.rts;
+        let participant = self.participant();
+        let w = self.w();
+        let snap = match participant.read(addr, &mut w.scratch, false) {
+            Ok(s) => s,
+            Err(Error::Aborted(a)) => return Err(self.doom(a)),
+            Err(e) => return Err(e),
+        };
+        if snap.header.ts() > rts {
+            return Err(self.doom(Abort::TooNew {
+                addr,
+                version: snap.header.ts(),
+                rts,
+            }));
+        }
+        if !snap.header.is_allocated() {
+            return Err(Error::NotAllocated { addr });
+        }
+        Ok(snap.len_bytes)
+    }
+
+    /// Allocates an object holding `value`. It becomes visible to others when this commits.
+    pub fn alloc<T: Pod>(&mut self, value: &T) -> Result<Addr, Error> {
+        self.alloc_bytes(bytemuck::bytes_of(value))
+    }
+
+    /// Allocates an object holding `bytes` (1 byte to [`crate::heap::OBJECT_BYTES_MAX`]).
+    pub fn alloc_bytes(&mut self, bytes: &[u8]) -> Result<Addr, Error> {
+        self.check_live()?;
+        let shared = self.shared;
+        let w = self.w();
+        let addr = shared.heap.reserve(&mut w.alloc, bytes.len())?;
+        w.writes
+            .push(addr, WriteKind::Alloc, bytes, crate::object::Expect::Free);
+        Ok(addr)
+    }
+
+    /// Frees the object at `addr` when this commits.
+    pub fn free(&mut self, addr: Addr) -> Result<(), Error> {
+        self.check_live()?;
+        if let Some(i) = self.w().writes.find(addr) {
+            match self.w().writes.entries()[i].kind {
+                WriteKind::Free => return Err(Error::NotAllocated { addr }),
+                WriteKind::Alloc => {
+                    self.w().writes.remove(i);
+                    self.shared.heap.release(addr);
+                }
+                WriteKind::Update => self.w().writes.mark_free(i),
+            }
+            return Ok(());
+        }
+        let len_bytes = self.peek_len(addr)?;
+        let rts = self.rts;
+        // The freed version carries a zeroed payload of the object's length.
+        let zeros = vec![0u8; len_bytes];
+        self.w().writes.push(
+            addr,
+            WriteKind::Free,
+            &zeros,
+            crate::object::Expect::NotAfter(rts),
+        );
+        Ok(())
+    }
+
+    /// Commits: see [`commit`] for the protocol.
+    ///
+    /// # Conflicts
+    /// Returns [`Error::Aborted`] when the attempt was doomed by an earlier operation or when
+    /// locking or validation fails; nothing was installed then.
+    ///
+    /// # Durability
+    /// In-memory databases only; durable modes arrive with the durability issue.
+    pub fn commit(mut self) -> Result<CommitInfo, Error> {
+        if let Some(a) = self.doomed {
+            return Err(Error::Aborted(a));
+        }
+        let shared = self.shared;
+        let rts = self.rts;
+        let options = self.options;
+        let participant = self.participant();
+        let w = self
+            .worker
+            .as_mut()
+            .expect("a live transaction holds its worker");
+        let outcome = commit::commit(
+            &shared.clock,
+            &participant,
+            rts,
+            &options,
+            &w.reads,
+            &mut w.writes,
+        );
+        let slot = shared.slot(w.slot);
+        match &outcome {
+            Ok(info) if info.wts.is_some() => {
+                bump(&slot.commits, 1);
+                bump(&slot.write_wait_ns, info.write_wait_ns);
+            }
+            Ok(_) => bump(&slot.read_only_commits, 1),
+            Err(e) => {
+                if let Some(a) = e.as_abort() {
+                    bump(&slot.aborts[a.kind() as usize], 1);
+                }
+            }
+        }
+        self.counted = true;
+        outcome
+    }
+
+    /// Abandons the attempt: buffered writes are dropped and reserved slots released. Dropping
+    /// an uncommitted transaction does the same.
+    pub fn abort(mut self) {
+        if self.doomed.is_none() {
+            self.doomed = Some(Abort::Requested);
+        }
+    }
+}
+
+impl<C: Clock> Drop for Tx<'_, C> {
+    fn drop(&mut self) {
+        let Some(mut w) = self.worker.take() else {
+            return;
+        };
+        LocalParticipant::new(&self.shared.heap).abort(&mut w.writes);
+        let slot = self.shared.slot(w.slot);
+        if !self.counted {
+            let reason = self.doomed.unwrap_or(Abort::Requested);
+            bump(&slot.aborts[reason.kind() as usize], 1);
+        }
+        // Release: pairs with the GC's Acquire scan; the slot is idle again.
+        slot.active_rts
+            .store(worker::IDLE, std::sync::atomic::Ordering::Release);
+        w.reads.clear();
+        worker::put_cached(w);
+    }
+}

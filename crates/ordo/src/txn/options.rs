@@ -1,0 +1,121 @@
+//! Per-transaction options: isolation mode, retry bounds, and (test builds only) the unsafe
+//! shortcuts the negative tests switch on.
+
+/// The isolation a transaction runs at (FaRMv2 §3.1, §4.3).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub enum Isolation {
+    /// Strict serializability with opacity: `rts = get_ts()` (waits out uncertainty), reads are
+    /// validated at commit. The default.
+    #[default]
+    StrictSerializable,
+    /// Serializable, not strict: `rts = now().lo` (no wait), so a transaction may miss writes
+    /// that committed just before it started; still opaque and serializable.
+    Serializable,
+    /// Strict snapshot isolation: as strict serializable but without read validation.
+    StrictSnapshot,
+    /// Snapshot isolation without the start wait.
+    Snapshot,
+}
+
+impl Isolation {
+    /// Whether reads are validated at commit (the serializable modes).
+    pub fn validates_reads(self) -> bool {
+        matches!(
+            self,
+            Isolation::StrictSerializable | Isolation::Serializable
+        )
+    }
+
+    /// Whether the read timestamp waits out uncertainty (the strict modes).
+    pub fn is_strict(self) -> bool {
+        matches!(
+            self,
+            Isolation::StrictSerializable | Isolation::StrictSnapshot
+        )
+    }
+
+    /// Every mode.
+    pub const ALL: [Isolation; 4] = [
+        Isolation::StrictSerializable,
+        Isolation::Serializable,
+        Isolation::StrictSnapshot,
+        Isolation::Snapshot,
+    ];
+
+    /// A short name for reports and command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::StrictSerializable => "strict-serializable",
+            Isolation::Serializable => "serializable",
+            Isolation::StrictSnapshot => "strict-si",
+            Isolation::Snapshot => "si",
+        }
+    }
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Isolation::ALL.into_iter().find(|i| i.name() == s).ok_or_else(|| {
+            crate::Error::Config(format!(
+                "unknown isolation {s:?}; expected one of strict-serializable, serializable, strict-si, si"
+            ))
+        })
+    }
+}
+
+/// Bounds of `Ordo::run`'s retry loop.
+pub const RETRIES_MAX_DEFAULT: u32 = 10_000;
+/// The longest single back-off pause, in microseconds.
+pub const BACKOFF_US_MAX: u64 = 1_000;
+
+/// Options of one transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The isolation mode.
+    pub isolation: Isolation,
+    /// How many attempts `Ordo::run_with` makes before giving up with
+    /// [`crate::Error::RetriesExhausted`]. At least 1.
+    pub retries_max: u32,
+    /// The unsafe shortcuts of the negative tests; all off by default.
+    #[cfg(feature = "shortcuts")]
+    pub shortcuts: Shortcuts,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            isolation: Isolation::default(),
+            retries_max: RETRIES_MAX_DEFAULT,
+            #[cfg(feature = "shortcuts")]
+            shortcuts: Shortcuts::default(),
+        }
+    }
+}
+
+impl Options {
+    /// Default options at `isolation`.
+    pub fn isolation(isolation: Isolation) -> Self {
+        Options {
+            isolation,
+            ..Options::default()
+        }
+    }
+}
+
+/// Protocol steps a negative test can remove to show the checker notices (DESIGN §8).
+/// Only compiled with the `shortcuts` feature; never enable it outside tests.
+#[cfg(feature = "shortcuts")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shortcuts {
+    /// Take `wts = now().hi` at commit without waiting until it is in the past (FaRMv2 §7.3).
+    pub skip_write_wait: bool,
+    /// Validate reads before waiting out the write timestamp, i.e. concurrently with the wait.
+    pub validate_before_wait: bool,
+    /// Draw (and wait out) the write timestamp before taking the write locks.
+    pub wait_before_lock: bool,
+    /// Let reads return locked objects instead of aborting.
+    pub skip_read_lock_check: bool,
+    /// Skip read validation in serializable modes.
+    pub skip_validation: bool,
+}

@@ -1,0 +1,155 @@
+//! The participant seam: what the coordinator asks of the owner of the objects (DESIGN §4).
+//!
+//! One coordinator ([`super::commit`]) serves the embedded engine and the cluster. It never touches
+//! object memory itself; it asks a [`Participant`]. In one process the participant is the heap
+//! ([`LocalParticipant`], direct calls); in `ordo-cluster` it will be an RPC client whose server
+//! side calls the same local participant. Durability hooks in through `commit_backup`.
+
+use ordo_clock::Timestamp;
+
+use super::set::{ReadEntry, WriteKind, WriteSet};
+use crate::addr::Addr;
+use crate::error::{Abort, Error};
+use crate::heap::Heap;
+use crate::object::{LockFail, ReadFail, Snapshot};
+
+/// The owner of objects, as seen by a transaction coordinator.
+pub trait Participant {
+    /// Reads the head version of `addr` into `out` (payload words). With `check_lock`, a locked
+    /// head is an abort (FaRMv2 early abort).
+    fn read(&self, addr: Addr, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, Error>;
+
+    /// Locks every entry of `writes` whose head satisfies its `expect`, recording the replaced
+    /// header in `locked`. On failure every lock taken is released and the abort returned.
+    fn lock(&self, writes: &mut WriteSet) -> Result<(), Abort>;
+
+    /// Checks that every read object not in `writes` is unlocked and still at the version read.
+    fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Abort>;
+
+    /// Makes the writes durable or replicated before they are installed (a no-op in memory).
+    fn commit_backup(&self, writes: &WriteSet, wts: Timestamp) -> Result<(), Error>;
+
+    /// Installs every write at `wts` and releases the locks; slots of freed objects return to
+    /// the allocator.
+    fn commit_primary(&self, writes: &mut WriteSet, wts: Timestamp);
+
+    /// Releases every lock held by `writes` and every slot reserved for its allocations.
+    fn abort(&self, writes: &mut WriteSet);
+}
+
+/// The in-process participant: the heap itself.
+pub struct LocalParticipant<'h> {
+    heap: &'h Heap,
+}
+
+impl<'h> LocalParticipant<'h> {
+    pub(crate) fn new(heap: &'h Heap) -> Self {
+        LocalParticipant { heap }
+    }
+}
+
+impl Participant for LocalParticipant<'_> {
+    #[inline]
+    fn read(&self, addr: Addr, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, Error> {
+        match self.heap.object(addr)?.read(out, check_lock) {
+            Ok(s) => Ok(s),
+            Err(ReadFail::Locked) => Err(Abort::ReadLocked { addr }.into()),
+            Err(ReadFail::BadLength { len_bytes }) => Err(Error::CorruptObject { addr, len_bytes }),
+        }
+    }
+
+    fn lock(&self, writes: &mut WriteSet) -> Result<(), Abort> {
+        let mut failure = None;
+        for e in writes.entries_mut() {
+            debug_assert!(e.locked.is_none());
+            let Ok(obj) = self.heap.object(e.addr) else {
+                // Addresses were checked when the write was buffered; slab layouts never change
+                // while a transaction can hold them, so this is a conflict at worst.
+                failure = Some(Abort::WriteConflict { addr: e.addr });
+                break;
+            };
+            match obj.try_lock(e.expect) {
+                Ok(previous) => e.locked = Some(previous),
+                Err(LockFail::Locked) => {
+                    failure = Some(Abort::LockBusy { addr: e.addr });
+                    break;
+                }
+                Err(LockFail::Changed { .. }) => {
+                    failure = Some(Abort::WriteConflict { addr: e.addr });
+                    break;
+                }
+            }
+        }
+        match failure {
+            None => Ok(()),
+            Some(abort) => {
+                self.unlock_all(writes);
+                Err(abort)
+            }
+        }
+    }
+
+    fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Abort> {
+        for r in reads {
+            if writes.find(r.addr).is_some() {
+                continue; // checked by the lock's `expect`
+            }
+            let unchanged = self
+                .heap
+                .object(r.addr)
+                .map(|o| o.validate(r.header))
+                .unwrap_or(false);
+            if !unchanged {
+                return Err(Abort::Validation { addr: r.addr });
+            }
+        }
+        Ok(())
+    }
+
+    fn commit_backup(&self, _writes: &WriteSet, _wts: Timestamp) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn commit_primary(&self, writes: &mut WriteSet, wts: Timestamp) {
+        for i in 0..writes.len() {
+            let e = writes.entries()[i];
+            let obj = self
+                .heap
+                .object(e.addr)
+                .expect("locked objects have valid addresses");
+            debug_assert!(e.locked.is_some(), "installing an unlocked object");
+            match e.kind {
+                WriteKind::Update | WriteKind::Alloc => {
+                    obj.install(wts, true, e.len_bytes, 0, writes.data(&e));
+                }
+                WriteKind::Free => {
+                    obj.install(wts, false, e.len_bytes, 0, writes.data(&e));
+                    self.heap.release(e.addr);
+                }
+            }
+            writes.entries_mut()[i].locked = None;
+        }
+    }
+
+    fn abort(&self, writes: &mut WriteSet) {
+        self.unlock_all(writes);
+        for e in writes.entries() {
+            if e.kind == WriteKind::Alloc {
+                self.heap.release(e.addr);
+            }
+        }
+        writes.clear();
+    }
+}
+
+impl LocalParticipant<'_> {
+    fn unlock_all(&self, writes: &mut WriteSet) {
+        for e in writes.entries_mut() {
+            if let Some(previous) = e.locked.take() {
+                if let Ok(obj) = self.heap.object(e.addr) {
+                    obj.unlock(previous);
+                }
+            }
+        }
+    }
+}

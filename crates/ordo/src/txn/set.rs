@@ -1,0 +1,262 @@
+//! Read and write sets of a transaction, reused across attempts so a transaction allocates
+//! nothing once its worker is warm.
+
+use std::collections::HashMap;
+
+use crate::addr::Addr;
+use crate::object::{Expect, Header};
+
+/// Linear lookups are used below this many entries; a hash index above it.
+const INDEX_THRESHOLD: usize = 16;
+
+/// One object read: the version it was read at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadEntry {
+    /// The object.
+    pub addr: Addr,
+    /// Its header when read (unlocked).
+    pub header: Header,
+}
+
+/// What a write-set entry does to its object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// A new version of an allocated object.
+    Update,
+    /// The first version of an object allocated by this transaction.
+    Alloc,
+    /// An unallocated version: the object is freed.
+    Free,
+}
+
+/// One object to be written at commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteEntry {
+    /// The object.
+    pub addr: Addr,
+    /// What the write does.
+    pub kind: WriteKind,
+    /// The payload length in bytes.
+    pub len_bytes: usize,
+    /// What the head version must be when locked; set by the coordinator before locking.
+    pub expect: Expect,
+    /// The header replaced by the lock, while locked.
+    pub locked: Option<Header>,
+    data_start: usize,
+}
+
+/// The buffered writes of a transaction: entries plus one arena of payload words.
+#[derive(Debug, Default)]
+pub struct WriteSet {
+    entries: Vec<WriteEntry>,
+    words: Vec<u64>,
+    index: HashMap<Addr, usize>,
+}
+
+impl WriteSet {
+    /// Forgets everything (keeps the allocations).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.words.clear();
+        self.index.clear();
+    }
+
+    /// Whether nothing is to be written.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[WriteEntry] {
+        &self.entries
+    }
+
+    /// The entries, mutably (the coordinator sets `expect` and `locked`).
+    pub fn entries_mut(&mut self) -> &mut [WriteEntry] {
+        &mut self.entries
+    }
+
+    /// The payload words of `entry`.
+    pub fn data(&self, entry: &WriteEntry) -> &[u64] {
+        &self.words[entry.data_start..entry.data_start + entry.len_bytes.div_ceil(8)]
+    }
+
+    /// The position of `addr`'s entry.
+    pub fn find(&self, addr: Addr) -> Option<usize> {
+        if self.entries.len() <= INDEX_THRESHOLD {
+            self.entries.iter().position(|e| e.addr == addr)
+        } else {
+            self.index.get(&addr).copied()
+        }
+    }
+
+    /// Adds an entry for `addr` (not yet present) with `bytes` as its payload.
+    pub(crate) fn push(&mut self, addr: Addr, kind: WriteKind, bytes: &[u8], expect: Expect) {
+        debug_assert!(self.find(addr).is_none());
+        let data_start = self.words.len();
+        push_bytes(&mut self.words, bytes);
+        self.entries.push(WriteEntry {
+            addr,
+            kind,
+            len_bytes: bytes.len(),
+            expect,
+            locked: None,
+            data_start,
+        });
+        if self.entries.len() > INDEX_THRESHOLD {
+            if self.index.is_empty() {
+                self.index
+                    .extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
+            } else {
+                self.index.insert(addr, self.entries.len() - 1);
+            }
+        }
+    }
+
+    /// Replaces the payload of entry `i` with `bytes` (same length).
+    pub(crate) fn overwrite(&mut self, i: usize, bytes: &[u8]) {
+        let e = self.entries[i];
+        debug_assert_eq!(e.len_bytes, bytes.len());
+        let dst = &mut self.words[e.data_start..e.data_start + e.len_bytes.div_ceil(8)];
+        for (w, chunk) in dst.iter_mut().zip(bytes.chunks(8)) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            *w = u64::from_le_bytes(b);
+        }
+    }
+
+    /// Turns entry `i` into a free.
+    pub(crate) fn mark_free(&mut self, i: usize) {
+        self.entries[i].kind = WriteKind::Free;
+    }
+
+    /// Removes entry `i` (an allocation freed in the same transaction).
+    pub(crate) fn remove(&mut self, i: usize) {
+        let removed = self.entries.swap_remove(i);
+        if !self.index.is_empty() {
+            self.index.remove(&removed.addr);
+            if let Some(moved) = self.entries.get(i) {
+                self.index.insert(moved.addr, i);
+            }
+        }
+    }
+
+    /// Sorts entries by address (the lock order) and rebuilds the index.
+    pub(crate) fn sort(&mut self) {
+        self.entries.sort_unstable_by_key(|e| e.addr);
+        if !self.index.is_empty() {
+            self.index.clear();
+            self.index
+                .extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
+        }
+    }
+}
+
+/// Appends `bytes` as little-endian words, zero-padding the last one.
+pub(crate) fn push_bytes(words: &mut Vec<u64>, bytes: &[u8]) {
+    let mut chunks = bytes.chunks_exact(8);
+    for c in chunks.by_ref() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(c);
+        words.push(u64::from_le_bytes(b));
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut b = [0u8; 8];
+        b[..rest.len()].copy_from_slice(rest);
+        words.push(u64::from_le_bytes(b));
+    }
+}
+
+/// The bytes of `words`, truncated to `len_bytes`.
+pub(crate) fn words_as_bytes(words: &[u64], len_bytes: usize) -> &[u8] {
+    &bytemuck::cast_slice::<u64, u8>(words)[..len_bytes]
+}
+
+/// The read set: reads in order, with a lazily built index for large sets.
+#[derive(Debug, Default)]
+pub struct ReadSet {
+    entries: Vec<ReadEntry>,
+}
+
+impl ReadSet {
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+    /// The reads.
+    pub fn entries(&self) -> &[ReadEntry] {
+        &self.entries
+    }
+    pub(crate) fn push(&mut self, e: ReadEntry) {
+        self.entries.push(e);
+    }
+    /// Builds a lookup from address to the header first read, for the coordinator.
+    pub(crate) fn lookup(&self) -> ReadLookup<'_> {
+        if self.entries.len() <= INDEX_THRESHOLD {
+            ReadLookup::Scan(&self.entries)
+        } else {
+            let mut map = HashMap::with_capacity(self.entries.len());
+            for e in &self.entries {
+                map.entry(e.addr).or_insert(e.header);
+            }
+            ReadLookup::Map(map)
+        }
+    }
+}
+
+/// See [`ReadSet::lookup`].
+pub(crate) enum ReadLookup<'a> {
+    Scan(&'a [ReadEntry]),
+    Map(HashMap<Addr, Header>),
+}
+
+impl ReadLookup<'_> {
+    pub(crate) fn get(&self, addr: Addr) -> Option<Header> {
+        match self {
+            ReadLookup::Scan(s) => s.iter().find(|e| e.addr == addr).map(|e| e.header),
+            ReadLookup::Map(m) => m.get(&addr).copied(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo_clock::Timestamp;
+
+    #[test]
+    fn write_set_find_overwrite_remove_across_index_threshold() {
+        let mut ws = WriteSet::default();
+        let e = Expect::NotAfter(Timestamp::ZERO);
+        for i in 1..=40u64 {
+            ws.push(
+                Addr::new(0, i * 64),
+                WriteKind::Update,
+                &i.to_le_bytes()[..5],
+                e,
+            );
+        }
+        for i in 1..=40u64 {
+            let k = ws.find(Addr::new(0, i * 64)).unwrap();
+            assert_eq!(
+                words_as_bytes(ws.data(&ws.entries()[k]), 5),
+                &i.to_le_bytes()[..5]
+            );
+        }
+        let k = ws.find(Addr::new(0, 64)).unwrap();
+        ws.overwrite(k, &[9, 9, 9, 9, 9]);
+        assert_eq!(words_as_bytes(ws.data(&ws.entries()[k]), 5), &[9; 5]);
+        ws.remove(k);
+        assert!(ws.find(Addr::new(0, 64)).is_none());
+        assert!(ws.find(Addr::new(0, 40 * 64)).is_some());
+        ws.sort();
+        assert!(ws.entries().windows(2).all(|w| w[0].addr < w[1].addr));
+        assert_eq!(ws.find(Addr::new(0, 2 * 64)), Some(0));
+    }
+}
