@@ -117,6 +117,7 @@ pub(crate) fn commit<C: Clock, P: Participant>(
         return Err(e);
     }
     participant.commit_primary(writes, wts);
+    writes.clear();
     Ok(CommitInfo {
         rts,
         wts: Some(wts),

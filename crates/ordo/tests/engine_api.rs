@@ -1,0 +1,204 @@
+//! The embedded API: typed errors on bad input, user errors passed through, retry bounds,
+//! and allocation/free visibility.
+
+use ordo::{Abort, Addr, Config, Error, Isolation, Options, Ordo};
+use ordo_clock::LogicalClock;
+
+fn db() -> Ordo<LogicalClock> {
+    Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap()
+}
+
+#[test]
+fn bad_sizes_are_typed_errors() {
+    let db = db();
+    let mut tx = db.begin().unwrap();
+    assert_eq!(tx.alloc_bytes(&[]), Err(Error::ZeroSize));
+    let big = vec![0u8; ordo::heap::OBJECT_BYTES_MAX + 1];
+    assert!(matches!(tx.alloc_bytes(&big), Err(Error::TooLarge { .. })));
+    let a = tx.alloc(&7u64).unwrap();
+    assert!(matches!(
+        tx.write(a, &1u32),
+        Err(Error::WrongSize {
+            len_bytes: 8,
+            got_bytes: 4,
+            ..
+        })
+    ));
+    assert!(matches!(tx.read::<u32>(a), Err(Error::WrongSize { .. })));
+    tx.commit().unwrap();
+    db.run(|tx| {
+        assert!(matches!(
+            tx.write_bytes(a, &[1, 2, 3]),
+            Err(Error::WrongSize { .. })
+        ));
+        assert!(matches!(
+            tx.read::<[u64; 2]>(a),
+            Err(Error::WrongSize { .. })
+        ));
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 7);
+}
+
+#[test]
+fn bad_addresses_are_typed_errors() {
+    let db = db();
+    let a = db.run(|tx| tx.alloc(&1u64)).unwrap();
+    let mut tx = db.begin().unwrap();
+    for bad in [
+        Addr::NULL,
+        Addr::from_raw(a.to_raw() + 8),
+        Addr::new(999, 64),
+        Addr::from_raw(u64::MAX),
+    ] {
+        assert_eq!(
+            tx.read::<u64>(bad),
+            Err(Error::InvalidAddress { addr: bad }),
+            "{bad}"
+        );
+        assert_eq!(
+            tx.write(bad, &1u64),
+            Err(Error::InvalidAddress { addr: bad })
+        );
+        assert_eq!(tx.free(bad), Err(Error::InvalidAddress { addr: bad }));
+    }
+    drop(tx);
+
+    // A slot reserved by an aborted allocation was never allocated.
+    let mut tx = db.begin().unwrap();
+    let never = tx.alloc(&5u64).unwrap();
+    tx.abort();
+    assert_eq!(
+        db.run(|tx| tx.read::<u64>(never)),
+        Err(Error::NotAllocated { addr: never })
+    );
+
+    // A freed object reads as not allocated, and cannot be freed or written again.
+    db.run(|tx| tx.free(a)).unwrap();
+    assert_eq!(
+        db.run(|tx| tx.read::<u64>(a)),
+        Err(Error::NotAllocated { addr: a })
+    );
+    assert_eq!(
+        db.run(|tx| tx.free(a)),
+        Err(Error::NotAllocated { addr: a })
+    );
+    assert_eq!(
+        db.run(|tx| tx.write(a, &2u64)),
+        Err(Error::NotAllocated { addr: a })
+    );
+}
+
+#[test]
+fn writes_are_visible_only_after_commit_and_read_your_writes() {
+    let db = db();
+    let a = db.run(|tx| tx.alloc(&1u64)).unwrap();
+    let mut t1 = db.begin().unwrap();
+    t1.write(a, &2u64).unwrap();
+    assert_eq!(t1.read::<u64>(a).unwrap(), 2);
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 1);
+    let info = t1.commit().unwrap();
+    assert!(info.wts.unwrap() > info.rts);
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 2);
+
+    // Alloc then free in one transaction leaves nothing behind.
+    let mut tx = db.begin().unwrap();
+    let b = tx.alloc(&3u64).unwrap();
+    tx.free(b).unwrap();
+    assert_eq!(tx.read::<u64>(b), Err(Error::NotAllocated { addr: b }));
+    assert!(tx.commit().unwrap().wts.is_none(), "nothing left to write");
+}
+
+#[derive(Debug, PartialEq)]
+enum AppError {
+    Db(Error),
+    Overdrawn,
+}
+impl From<Error> for AppError {
+    fn from(e: Error) -> Self {
+        AppError::Db(e)
+    }
+}
+
+#[test]
+fn user_errors_pass_through_and_roll_back() {
+    let db = db();
+    let a = db.run(|tx| tx.alloc(&10u64)).unwrap();
+    let r: Result<(), AppError> = db.run(|tx| {
+        tx.write(a, &0u64)?;
+        Err(AppError::Overdrawn)
+    });
+    assert_eq!(r, Err(AppError::Overdrawn));
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 10);
+}
+
+#[test]
+fn retries_are_bounded_and_report_the_last_abort() {
+    let db = db();
+    let a = db.run(|tx| tx.alloc(&0u64)).unwrap();
+    // A reader at an old snapshot that writes is doomed once a newer version exists.
+    let mut attempts = 0;
+    let options = Options {
+        retries_max: 3,
+        ..Options::isolation(Isolation::Serializable)
+    };
+    let r: Result<(), Error> = db.run_with(options, |tx| {
+        attempts += 1;
+        let v: u64 = tx.read(a)?;
+        // A concurrent commit between our read and our commit.
+        db.run(|t2| t2.write(a, &(v + 100)))?;
+        tx.write(a, &(v + 1))
+    });
+    assert_eq!(attempts, 3);
+    // The write itself sees the newer head and aborts early (it could never commit).
+    assert!(
+        matches!(
+            r,
+            Err(Error::RetriesExhausted {
+                attempts: 3,
+                last: Abort::TooNew { .. }
+            })
+        ),
+        "{r:?}"
+    );
+    let s = db.stats();
+    assert_eq!(s.aborts_of(ordo::AbortKind::TooNew), 3);
+    assert_eq!(s.commits, 1 + 3);
+}
+
+#[test]
+fn doomed_attempts_stay_doomed() {
+    let db = db();
+    let a = db.run(|tx| tx.alloc(&0u64)).unwrap();
+    let mut old = db
+        .begin_with(Options::isolation(Isolation::Serializable))
+        .unwrap();
+    db.run(|tx| tx.write(a, &1u64)).unwrap();
+    db.run(|tx| tx.write(a, &2u64)).unwrap();
+    let mut fresh = db.begin().unwrap();
+    assert_eq!(fresh.read::<u64>(a).unwrap(), 2);
+    // `old` began before both writes; reading the head aborts, and every later call repeats it.
+    let e = old.read::<u64>(a).unwrap_err();
+    assert!(matches!(e, Error::Aborted(Abort::TooNew { .. })));
+    assert_eq!(old.alloc(&1u8), Err(e.clone()));
+    assert_eq!(old.commit(), Err(e));
+}
+
+#[test]
+fn bad_config_is_rejected() {
+    let mut c = Config::default();
+    c.heap.region_bytes = 12345;
+    assert!(matches!(
+        Ordo::with_clock(c, LogicalClock::new()),
+        Err(Error::Config(_))
+    ));
+    let c = Config {
+        threads_max: 0,
+        ..Config::default()
+    };
+    assert!(matches!(
+        Ordo::with_clock(c, LogicalClock::new()),
+        Err(Error::Config(_))
+    ));
+}
