@@ -78,10 +78,12 @@ pub(crate) fn commit<C: Clock, P: Participant>(
         None
     };
 
+    shortcuts.step(Step::BeforeLock);
     if let Err(abort) = participant.lock(writes) {
         participant.abort(writes);
         return Err(abort.into());
     }
+    shortcuts.step(Step::Locked);
 
     let validates = options.isolation.validates_reads() && !shortcuts.skip_validation;
     // Unsafe variant: validation overlapping the wait may miss a writer with wts' <= wts.
@@ -100,6 +102,7 @@ pub(crate) fn commit<C: Clock, P: Participant>(
         None => clock.get_ts(),
     };
     let write_wait_ns = clock.now().lo().nanos_since(wait_start);
+    shortcuts.step(Step::WriteTimestamp);
     debug_assert!(
         wts >= rts,
         "write timestamp {wts:?} before read timestamp {rts:?}"
@@ -111,6 +114,8 @@ pub(crate) fn commit<C: Clock, P: Participant>(
             return Err(abort.into());
         }
     }
+
+    shortcuts.step(Step::Validated);
 
     if let Err(e) = participant.commit_backup(writes, wts) {
         participant.abort(writes);
@@ -147,4 +152,31 @@ struct Shortcuts {
     validate_before_wait: bool,
     wait_before_lock: bool,
     skip_validation: bool,
+}
+
+#[cfg(not(feature = "shortcuts"))]
+#[derive(Clone, Copy)]
+enum Step {
+    BeforeLock,
+    Locked,
+    WriteTimestamp,
+    Validated,
+}
+
+#[cfg(not(feature = "shortcuts"))]
+impl Shortcuts {
+    #[inline(always)]
+    fn step(&self, _step: Step) {}
+}
+
+#[cfg(feature = "shortcuts")]
+use super::options::CommitStep as Step;
+
+#[cfg(feature = "shortcuts")]
+impl super::options::Shortcuts {
+    fn step(&self, step: Step) {
+        if let Some(hook) = self.hook {
+            hook(step);
+        }
+    }
 }

@@ -18,9 +18,9 @@ use bytemuck::Pod;
 use ordo_clock::{Clock, Timestamp};
 
 pub use commit::CommitInfo;
-#[cfg(feature = "shortcuts")]
-pub use options::Shortcuts;
 pub use options::{BACKOFF_US_MAX, Isolation, Options, RETRIES_MAX_DEFAULT};
+#[cfg(feature = "shortcuts")]
+pub use options::{CommitStep, Shortcuts};
 
 use crate::addr::Addr;
 use crate::db::Shared;

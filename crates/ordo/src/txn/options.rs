@@ -106,7 +106,7 @@ impl Options {
 /// Protocol steps a negative test can remove to show the checker notices (DESIGN §8).
 /// Only compiled with the `shortcuts` feature; never enable it outside tests.
 #[cfg(feature = "shortcuts")]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Shortcuts {
     /// Take `wts = now().hi` at commit without waiting until it is in the past (FaRMv2 §7.3).
     pub skip_write_wait: bool,
@@ -118,4 +118,38 @@ pub struct Shortcuts {
     pub skip_read_lock_check: bool,
     /// Skip read validation in serializable modes.
     pub skip_validation: bool,
+    /// Called at each step of the commit protocol, so a test can script an interleaving
+    /// (for example, pause a committer between its write timestamp and its install).
+    pub hook: Option<fn(CommitStep)>,
+}
+
+#[cfg(feature = "shortcuts")]
+impl PartialEq for Shortcuts {
+    fn eq(&self, other: &Self) -> bool {
+        // Hooks are compared by presence: function pointer identity is not meaningful.
+        self.skip_write_wait == other.skip_write_wait
+            && self.validate_before_wait == other.validate_before_wait
+            && self.wait_before_lock == other.wait_before_lock
+            && self.skip_read_lock_check == other.skip_read_lock_check
+            && self.skip_validation == other.skip_validation
+            && self.hook.is_some() == other.hook.is_some()
+    }
+}
+
+#[cfg(feature = "shortcuts")]
+impl Eq for Shortcuts {}
+
+/// The points of the commit protocol at which [`Shortcuts::hook`] is called.
+#[cfg(feature = "shortcuts")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitStep {
+    /// Commit of a read-write transaction starts: nothing is locked yet (with
+    /// `wait_before_lock`, the write timestamp has already been drawn and waited out).
+    BeforeLock,
+    /// The write set is locked.
+    Locked,
+    /// The write timestamp has been drawn (and, unless skipped, waited out).
+    WriteTimestamp,
+    /// Validation passed (or was skipped); installation comes next.
+    Validated,
 }
