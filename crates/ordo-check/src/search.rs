@@ -19,7 +19,8 @@
 //! non-adjacent `rw` edges (G-nonadjacent), then anything (G2). The G-single search is the
 //! one that is not linear — it asks, for each `rw` edge `a → b`, whether `b` reaches `a`
 //! without `rw` edges — so it first tries edges whose ends share a component of the
-//! `rw`-free graph (always a hit), then others under a fixed work budget
+//! `rw`-free graph (always a hit), then the others whose topological positions allow it,
+//! closest first, searching only between the two positions and under a fixed work budget
 //! ([`SINGLE_RW_VISITS_MAX`]). Running out of budget only makes the report less specific; the
 //! verdict was already decided.
 
@@ -97,15 +98,23 @@ pub(crate) fn single_rw_cycle(g: &Graph, kinds: Kinds) -> Option<Walk> {
             }
         }
     }
+    // Others: `b` must reach `a` through distinct rw-free components. Tarjan numbers
+    // components in reverse topological order (an edge between components goes from a larger
+    // number to a smaller one), so `b` can reach `a` only if its number is not smaller, and
+    // only through components numbered between the two. Closest pairs first: they are the
+    // cheapest searches and give the shortest cycles.
+    let mut remote: Vec<(usize, EdgeRef, usize)> = candidates
+        .iter()
+        .map(|&(rw, b)| (free_comps.comp[b], free_comps.comp[rw.from], rw, b))
+        .filter(|&(cb, ca, _, _)| cb > ca)
+        .map(|(cb, ca, rw, b)| (cb - ca, rw, b))
+        .collect();
+    remote.sort_by_key(|&(gap, rw, _)| (gap, rw.from, rw.index));
     let mut budget = SINGLE_RW_VISITS_MAX;
-    for &(rw, b) in &candidates {
-        if free_comps.comp[b] == free_comps.comp[rw.from] {
-            continue;
-        }
-        let c = full_comps.comp[rw.from];
-        if let Some(path) =
-            shortest_path(&free, b, rw.from, |v| full_comps.comp[v] == c, &mut budget)
-        {
+    for (_, rw, b) in remote {
+        let (ca, cb) = (free_comps.comp[rw.from], free_comps.comp[b]);
+        let within = |v: usize| (ca..=cb).contains(&free_comps.comp[v]);
+        if let Some(path) = shortest_path(&free, b, rw.from, within, &mut budget) {
             return Some(close(rw, path));
         }
         if budget == 0 {
