@@ -37,24 +37,14 @@ pub struct HistoryBuilder {
 impl HistoryBuilder {
     /// An empty builder; the first transaction is `T1`.
     pub fn new() -> Self {
-        Self {
-            txns: Vec::new(),
-            next_event: 1,
-            next_id: 1,
-        }
+        Self { txns: Vec::new(), next_event: 1, next_id: 1 }
     }
 
     /// Starts describing the next transaction, run by `process`.
     pub fn txn(&mut self, process: u32) -> TxnBuilder<'_> {
         let id = TxnId(self.next_id);
         self.next_id += 1;
-        TxnBuilder {
-            builder: self,
-            id,
-            process,
-            span: None,
-            ops: Vec::new(),
-        }
+        TxnBuilder { builder: self, id, process, span: None, ops: Vec::new() }
     }
 
     /// Adds a fully described attempt as is (its id must not collide with the builder's).
@@ -99,50 +89,31 @@ impl TxnBuilder<'_> {
 
     /// Reads list `key` and sees `seen`.
     pub fn read_list(mut self, key: u64, seen: &[u64]) -> Self {
-        self.ops.push(Op::ReadList {
-            key,
-            seen: seen.to_vec(),
-        });
+        self.ops.push(Op::ReadList { key, seen: seen.to_vec() });
         self
     }
 
     /// Reads register `key` and sees `seen` (`None`: the initial state).
     pub fn read_register(mut self, key: u64, seen: Option<u64>) -> Self {
-        self.ops.push(Op::ReadRegister {
-            key,
-            seen,
-            version: None,
-        });
+        self.ops.push(Op::ReadRegister { key, seen, version: None });
         self
     }
 
     /// Reads register `key`, seeing `seen` at version `version`.
     pub fn read_register_at(mut self, key: u64, seen: Option<u64>, version: u64) -> Self {
-        self.ops.push(Op::ReadRegister {
-            key,
-            seen,
-            version: Some(version),
-        });
+        self.ops.push(Op::ReadRegister { key, seen, version: Some(version) });
         self
     }
 
     /// Writes `value` to register `key`.
     pub fn write_register(mut self, key: u64, value: u64) -> Self {
-        self.ops.push(Op::WriteRegister {
-            key,
-            value,
-            version: None,
-        });
+        self.ops.push(Op::WriteRegister { key, value, version: None });
         self
     }
 
     /// Writes `value` to register `key`, installed at version `version`.
     pub fn write_register_at(mut self, key: u64, value: u64, version: u64) -> Self {
-        self.ops.push(Op::WriteRegister {
-            key,
-            value,
-            version: Some(version),
-        });
+        self.ops.push(Op::WriteRegister { key, value, version: Some(version) });
         self
     }
 

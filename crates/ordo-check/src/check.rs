@@ -134,11 +134,7 @@ fn run(h: &History, scope: Scope, realtime: bool, rule: Rule) -> Result<(), Viol
     };
 
     // The most specific report: without real time first, then with it.
-    let stages: &[Kinds] = if realtime {
-        &[Kinds::NONE, Kinds::RT]
-    } else {
-        &[Kinds::NONE]
-    };
+    let stages: &[Kinds] = if realtime { &[Kinds::NONE, Kinds::RT] } else { &[Kinds::NONE] };
     for &rt in stages {
         let found = any_cycle(g, Kinds::WW.with(rt))
             .or_else(|| any_cycle(g, Kinds::WW.with(Kinds::WR).with(rt)))

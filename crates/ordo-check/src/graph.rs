@@ -22,7 +22,9 @@
 //! the stack, and [`shortest_cycle_through`] then extracts a short witness by BFS inside one
 //! component.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use crate::hash::FastMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -104,35 +106,43 @@ pub(crate) struct EdgeRef {
 }
 
 /// The dependency graph over the attempts of one history.
+///
+/// Edges are pushed as inferred, duplicates included, and deduplicated once by
+/// [`Graph::seal`]: sorting each node's short edge list is cheaper than probing a set of
+/// millions of edges on every insertion.
 #[derive(Debug)]
 pub(crate) struct Graph {
     adj: Vec<Vec<Edge>>,
-    dedup: HashSet<(usize, usize, EdgeKind)>,
 }
 
 impl Graph {
     pub(crate) fn new(nodes: usize) -> Self {
-        Self {
-            adj: vec![Vec::new(); nodes],
-            dedup: HashSet::new(),
-        }
+        Self { adj: vec![Vec::new(); nodes] }
     }
 
     pub(crate) fn len(&self) -> usize {
         self.adj.len()
     }
 
-    /// Adds `from -kind-> to` unless it is a self-edge or already present.
+    /// Adds `from -kind-> to` unless it is a self-edge.
     pub(crate) fn add(&mut self, from: usize, to: usize, kind: EdgeKind, key: Option<u64>) {
         debug_assert!(from < self.adj.len());
         debug_assert!(to < self.adj.len());
         if from == to {
             return;
         }
-        if kind != EdgeKind::Rt && !self.dedup.insert((from, to, kind)) {
-            return;
-        }
         self.adj[from].push(Edge { to, kind, key });
+    }
+
+    /// Keeps one edge per `(from, to, kind)`, the first one added (so its key is the first
+    /// that caused the edge). Call once, after the last [`add`](Self::add).
+    pub(crate) fn seal(&mut self) {
+        for edges in &mut self.adj {
+            // Stable: among equal (to, kind) the first added stays first.
+            edges.sort_by_key(|e| (e.to, e.kind));
+            edges.dedup_by_key(|e| (e.to, e.kind));
+            edges.shrink_to_fit();
+        }
     }
 
     pub(crate) fn edges(&self, from: usize) -> &[Edge] {
@@ -213,12 +223,7 @@ impl Csr {
     fn with_nodes(n: usize) -> Self {
         let mut first = Vec::with_capacity(n + 1);
         first.push(0);
-        Csr {
-            first,
-            to: Vec::new(),
-            label: Vec::new(),
-            node: Vec::with_capacity(n),
-        }
+        Csr { first, to: Vec::new(), label: Vec::new(), node: Vec::with_capacity(n) }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -317,13 +322,7 @@ pub(crate) fn shortest_cycle_through(
 ) -> Option<Vec<EdgeRef>> {
     let c = comps.comp[start];
     let mut unlimited = usize::MAX;
-    bfs(
-        g,
-        start,
-        |w| comps.comp[w] == c,
-        |w| w == start,
-        &mut unlimited,
-    )
+    bfs(g, start, |w| comps.comp[w] == c, |w| w == start, &mut unlimited)
 }
 
 /// The graph edges of a shortest path from view node `from` to view node `to` through view
@@ -352,7 +351,7 @@ fn bfs(
 ) -> Option<Vec<EdgeRef>> {
     // parent[w] = (arc into w, its source); present iff w was reached. A map, not a vector,
     // so a search costs what it visits, not the size of the view.
-    let mut parent: HashMap<usize, (usize, usize)> = HashMap::new();
+    let mut parent: FastMap<usize, (usize, usize)> = FastMap::default();
     let mut queue = VecDeque::new();
     queue.push_back(start);
     while let Some(v) = queue.pop_front() {
@@ -407,11 +406,7 @@ mod tests {
         let start = comps.first_cyclic().expect("a ring is cyclic");
         let cycle = shortest_cycle_through(&csr, &comps, start).expect("cycle");
         assert_eq!(cycle.len(), 5);
-        assert!(
-            tarjan(&Csr::filtered(&g, Kinds::WR))
-                .first_cyclic()
-                .is_none()
-        );
+        assert!(tarjan(&Csr::filtered(&g, Kinds::WR)).first_cyclic().is_none());
     }
 
     #[test]
@@ -420,11 +415,7 @@ mod tests {
         for v in 0..199_999 {
             g.add(v, v + 1, EdgeKind::Wr, None);
         }
-        assert!(
-            tarjan(&Csr::filtered(&g, Kinds::WR))
-                .first_cyclic()
-                .is_none()
-        );
+        assert!(tarjan(&Csr::filtered(&g, Kinds::WR)).first_cyclic().is_none());
         g.add(199_999, 0, EdgeKind::Ww, None);
         let all = Kinds::WR.with(Kinds::WW);
         assert!(tarjan(&Csr::filtered(&g, all)).first_cyclic().is_some());
@@ -436,6 +427,8 @@ mod tests {
         g.add(0, 1, EdgeKind::Rw, Some(1));
         g.add(0, 1, EdgeKind::Rw, Some(2));
         g.add(1, 1, EdgeKind::Ww, Some(1));
+        g.seal();
+        assert_eq!(g.edges(0)[0].key, Some(1));
         assert_eq!(g.count(EdgeKind::Rw), 1);
         assert_eq!(g.count(EdgeKind::Ww), 0);
     }
@@ -447,11 +440,7 @@ mod tests {
         skew.add(0, 1, EdgeKind::Rw, Some(1));
         skew.add(1, 0, EdgeKind::Rw, Some(2));
         let all = Kinds::WW.with(Kinds::WR);
-        assert!(
-            tarjan(&Csr::nonadjacent_rw(&skew, all))
-                .first_cyclic()
-                .is_none()
-        );
+        assert!(tarjan(&Csr::nonadjacent_rw(&skew, all)).first_cyclic().is_none());
         // Long fork: 0 -rw-> 1 -wr-> 2 -rw-> 3 -wr-> 0: a cycle in the view.
         let mut fork = Graph::new(4);
         fork.add(0, 1, EdgeKind::Rw, Some(1));
@@ -460,9 +449,7 @@ mod tests {
         fork.add(3, 0, EdgeKind::Wr, Some(4));
         let csr = Csr::nonadjacent_rw(&fork, all);
         let comps = tarjan(&csr);
-        let start = comps
-            .first_cyclic()
-            .expect("long fork is a nonadjacent cycle");
+        let start = comps.first_cyclic().expect("long fork is a nonadjacent cycle");
         let cycle = shortest_cycle_through(&csr, &comps, start).expect("cycle");
         assert_eq!(cycle.len(), 4);
     }

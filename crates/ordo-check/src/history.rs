@@ -96,11 +96,7 @@ impl fmt::Display for Op {
                     None => Ok(()),
                 }
             }
-            Op::WriteRegister {
-                key,
-                value,
-                version,
-            } => {
+            Op::WriteRegister { key, value, version } => {
                 write!(f, "write(reg {key}, {value})")?;
                 match version {
                     Some(ts) => write!(f, " @{ts}"),
@@ -233,9 +229,6 @@ impl History {
 
     /// Number of committed attempts.
     pub fn committed(&self) -> usize {
-        self.txns
-            .iter()
-            .filter(|t| t.outcome == Outcome::Committed)
-            .count()
+        self.txns.iter().filter(|t| t.outcome == Outcome::Committed).count()
     }
 }

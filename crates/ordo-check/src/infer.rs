@@ -28,7 +28,7 @@
 //! written by another node, which the version-order inference (`list.rs`, `register.rs`)
 //! relies on.
 
-use std::collections::HashMap;
+use crate::hash::FastMap;
 
 use crate::graph::Graph;
 use crate::history::{History, Op, Outcome, Txn};
@@ -89,8 +89,8 @@ pub(crate) struct Writer {
 /// Every write of the history, by `(key, value)`.
 #[derive(Debug, Default)]
 pub(crate) struct Writes {
-    pub(crate) list: HashMap<(u64, u64), Writer>,
-    pub(crate) register: HashMap<(u64, u64), Writer>,
+    pub(crate) list: FastMap<(u64, u64), Writer>,
+    pub(crate) register: FastMap<(u64, u64), Writer>,
 }
 
 /// Everything the version-order inference works from.
@@ -118,11 +118,8 @@ pub(crate) fn infer(h: &History, scope: Scope, realtime: bool) -> Result<Graph, 
     let txns = h.txns();
     validate(txns)?;
     let writes = index_writes(txns)?;
-    let mut scans: Vec<Scan<'_>> = txns
-        .iter()
-        .enumerate()
-        .map(|(i, t)| scan(i, t, &writes))
-        .collect();
+    let mut scans: Vec<Scan<'_>> =
+        txns.iter().enumerate().map(|(i, t)| scan(i, t, &writes)).collect();
     let roles = assign_roles(txns, scope, &scans, &writes);
 
     let mut list_reads = Vec::new();
@@ -132,21 +129,12 @@ pub(crate) fn infer(h: &History, scope: Scope, realtime: bool) -> Result<Graph, 
             continue;
         }
         if let Some(reason) = s.internal.take() {
-            return Err(Violation::Internal {
-                txn: Box::new(txns[i].clone()),
-                reason,
-            });
+            return Err(Violation::Internal { txn: Box::new(txns[i].clone()), reason });
         }
         list_reads.append(&mut s.lists);
         register_reads.append(&mut s.registers);
     }
-    let facts = Facts {
-        txns,
-        roles,
-        writes,
-        list_reads,
-        register_reads,
-    };
+    let facts = Facts { txns, roles, writes, list_reads, register_reads };
     check_reads(&facts)?;
 
     let mut graph = Graph::new(txns.len());
@@ -155,11 +143,12 @@ pub(crate) fn infer(h: &History, scope: Scope, realtime: bool) -> Result<Graph, 
     if realtime {
         realtime::infer(txns, &facts.roles, &mut graph);
     }
+    graph.seal();
     Ok(graph)
 }
 
 fn validate(txns: &[Txn]) -> Result<(), Violation> {
-    let mut ids = HashMap::with_capacity(txns.len());
+    let mut ids = FastMap::with_capacity_and_hasher(txns.len(), Default::default());
     for t in txns {
         if ids.insert(t.id, ()).is_some() {
             return Err(Violation::Malformed {
@@ -189,30 +178,16 @@ fn validate(txns: &[Txn]) -> Result<(), Violation> {
 fn index_writes(txns: &[Txn]) -> Result<Writes, Violation> {
     let mut writes = Writes::default();
     for (i, t) in txns.iter().enumerate() {
-        let mut last_append: HashMap<u64, u64> = HashMap::new();
-        let mut last_write: HashMap<u64, u64> = HashMap::new();
+        let mut last_append: FastMap<u64, u64> = FastMap::default();
+        let mut last_write: FastMap<u64, u64> = FastMap::default();
         for op in &t.ops {
             let (model, map, last, key, value, version) = match *op {
-                Op::Append { key, value } => (
-                    Model::List,
-                    &mut writes.list,
-                    &mut last_append,
-                    key,
-                    value,
-                    None,
-                ),
-                Op::WriteRegister {
-                    key,
-                    value,
-                    version,
-                } => (
-                    Model::Register,
-                    &mut writes.register,
-                    &mut last_write,
-                    key,
-                    value,
-                    version,
-                ),
+                Op::Append { key, value } => {
+                    (Model::List, &mut writes.list, &mut last_append, key, value, None)
+                }
+                Op::WriteRegister { key, value, version } => {
+                    (Model::Register, &mut writes.register, &mut last_write, key, value, version)
+                }
                 Op::ReadList { .. } | Op::ReadRegister { .. } => continue,
             };
             if let Some(first) = map.get(&(key, value)) {
@@ -226,13 +201,7 @@ fn index_writes(txns: &[Txn]) -> Result<Writes, Violation> {
             }
             map.insert(
                 (key, value),
-                Writer {
-                    txn: i,
-                    is_final: true,
-                    next: None,
-                    prev: None,
-                    version,
-                },
+                Writer { txn: i, is_final: true, next: None, prev: None, version },
             );
             if let Some(previous) = last.insert(key, value) {
                 if let Some(w) = map.get_mut(&(key, previous)) {
@@ -265,10 +234,10 @@ struct Scan<'h> {
 
 fn scan<'h>(i: usize, t: &'h Txn, writes: &Writes) -> Scan<'h> {
     let mut s = Scan::default();
-    let mut own_appends: HashMap<u64, Vec<u64>> = HashMap::new();
-    let mut own_write: HashMap<u64, u64> = HashMap::new();
-    let mut first_list: HashMap<u64, &'h [u64]> = HashMap::new();
-    let mut first_register: HashMap<u64, Option<u64>> = HashMap::new();
+    let mut own_appends: FastMap<u64, Vec<u64>> = FastMap::default();
+    let mut own_write: FastMap<u64, u64> = FastMap::default();
+    let mut first_list: FastMap<u64, &'h [u64]> = FastMap::default();
+    let mut first_register: FastMap<u64, Option<u64>> = FastMap::default();
     for op in &t.ops {
         match op {
             Op::Append { key, value } => own_appends.entry(*key).or_default().push(*value),
@@ -287,10 +256,11 @@ fn scan<'h>(i: usize, t: &'h Txn, writes: &Writes) -> Scan<'h> {
                     continue;
                 }
                 let prefix = &seen[..seen.len() - own.len()];
-                if let Some(e) = prefix
-                    .iter()
-                    .find(|&&e| writes.list.get(&(*key, e)).is_some_and(|w| w.txn == i))
-                {
+                let appends_key =
+                    t.ops.iter().any(|op| matches!(op, Op::Append { key: k, .. } if k == key));
+                if let Some(e) = prefix.iter().find(|&&e| {
+                    appends_key && writes.list.get(&(*key, e)).is_some_and(|w| w.txn == i)
+                }) {
                     note(
                         &mut s,
                         format!(
@@ -311,11 +281,7 @@ fn scan<'h>(i: usize, t: &'h Txn, writes: &Writes) -> Scan<'h> {
                         first_list.insert(*key, prefix);
                     }
                 }
-                s.lists.push(ListRead {
-                    txn: i,
-                    key: *key,
-                    prefix,
-                });
+                s.lists.push(ListRead { txn: i, key: *key, prefix });
             }
             Op::ReadRegister { key, seen, version } => {
                 if let Some(&own) = own_write.get(key) {
@@ -365,12 +331,14 @@ fn scan<'h>(i: usize, t: &'h Txn, writes: &Writes) -> Scan<'h> {
 }
 
 fn assign_roles(txns: &[Txn], scope: Scope, scans: &[Scan<'_>], writes: &Writes) -> Vec<Role> {
-    // An attempt whose writes were observed by a reader of this scope took effect.
+    // An attempt whose writes were observed by a reader of this scope took effect. Only
+    // attempts of unknown outcome need the answer.
     let counts_as_reader =
         |r: usize| scope == Scope::Attempts || txns[r].outcome != Outcome::Aborted;
+    let any_unknown = txns.iter().any(|t| t.outcome == Outcome::Unknown);
     let mut observed = vec![false; txns.len()];
     for (r, s) in scans.iter().enumerate() {
-        if !counts_as_reader(r) {
+        if !any_unknown || !counts_as_reader(r) {
             continue;
         }
         for read in &s.lists {

@@ -54,6 +54,7 @@
 mod builder;
 mod check;
 mod graph;
+mod hash;
 mod history;
 mod infer;
 mod list;

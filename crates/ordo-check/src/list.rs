@@ -25,7 +25,9 @@
 //! Read-only nodes (aborted attempts under opacity) contribute reads only: their appends are
 //! neither in any read (that would be G1a, reported earlier) nor counted as unseen appends.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::hash::{FastMap, FastSet};
 
 use crate::graph::{EdgeKind, Graph};
 use crate::infer::{Facts, ListRead, Role};
@@ -39,7 +41,7 @@ pub(crate) fn infer(f: &Facts<'_>, g: &mut Graph) -> Result<(), Violation> {
         reads_by_key.entry(read.key).or_default().push(read);
     }
     // Appends by graph nodes that take effect, per read key: (value, writer).
-    let mut appends_by_key: HashMap<u64, Vec<(u64, usize)>> = HashMap::new();
+    let mut appends_by_key: FastMap<u64, Vec<(u64, usize)>> = FastMap::default();
     for (&(key, value), w) in &f.writes.list {
         if f.roles[w.txn] == Role::Full && reads_by_key.contains_key(&key) {
             appends_by_key.entry(key).or_default().push((value, w.txn));
@@ -48,22 +50,17 @@ pub(crate) fn infer(f: &Facts<'_>, g: &mut Graph) -> Result<(), Violation> {
 
     for (&key, reads) in &reads_by_key {
         let writer = |e: &u64| f.writes.list.get(&(key, *e)).map(|w| w.txn);
-        for read in reads {
-            let distinct: HashSet<&u64> = read.prefix.iter().collect();
-            if distinct.len() != read.prefix.len() {
-                return Err(Violation::DuplicateElements {
-                    key,
-                    seen: read.prefix.to_vec(),
-                    reader: f.violation_txn(read.txn),
-                });
-            }
-        }
         let Some(longest) = reads.iter().max_by_key(|r| r.prefix.len()) else {
             continue;
         };
         let order = longest.prefix;
+        // A read with a repeated element is reported as such; checking the longest read and
+        // the reads that are not its prefixes covers every read (a prefix of a duplicate-free
+        // list is duplicate-free).
+        duplicate_free(f, key, longest)?;
         for read in reads {
             if !order.starts_with(read.prefix) {
+                duplicate_free(f, key, read)?;
                 return Err(Violation::IncompatibleOrder {
                     key,
                     first_seen: read.prefix.to_vec(),
@@ -82,7 +79,7 @@ pub(crate) fn infer(f: &Facts<'_>, g: &mut Graph) -> Result<(), Violation> {
             }
         }
 
-        let seen: HashSet<u64> = order.iter().copied().collect();
+        let seen: FastSet<u64> = order.iter().copied().collect();
         let mut unseen: Vec<usize> = appends_by_key
             .get(&key)
             .into_iter()
@@ -117,4 +114,16 @@ pub(crate) fn infer(f: &Facts<'_>, g: &mut Graph) -> Result<(), Violation> {
         }
     }
     Ok(())
+}
+
+fn duplicate_free(f: &Facts<'_>, key: u64, read: &ListRead<'_>) -> Result<(), Violation> {
+    let distinct: FastSet<&u64> = read.prefix.iter().collect();
+    if distinct.len() == read.prefix.len() {
+        return Ok(());
+    }
+    Err(Violation::DuplicateElements {
+        key,
+        seen: read.prefix.to_vec(),
+        reader: f.violation_txn(read.txn),
+    })
 }

@@ -49,11 +49,7 @@ impl Default for Recorder {
 impl Recorder {
     /// An empty recorder.
     pub fn new() -> Self {
-        Self {
-            events: AtomicU64::new(1),
-            ids: AtomicU64::new(1),
-            finished: Mutex::new(Vec::new()),
-        }
+        Self { events: AtomicU64::new(1), ids: AtomicU64::new(1), finished: Mutex::new(Vec::new()) }
     }
 
     /// Starts recording an attempt run by `process`, stamping its invocation now.
@@ -86,10 +82,7 @@ impl Recorder {
 
     /// Number of attempts finished so far.
     pub fn len(&self) -> usize {
-        self.finished
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.finished.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
     /// Whether no attempt has finished yet.
@@ -102,10 +95,7 @@ impl Recorder {
         let complete = self.events.fetch_add(1, Ordering::SeqCst);
         txn.complete = Some(complete);
         txn.outcome = outcome;
-        self.finished
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(txn);
+        self.finished.lock().unwrap_or_else(PoisonError::into_inner).push(txn);
     }
 }
 
@@ -126,10 +116,7 @@ impl TxnRecorder<'_> {
 
     /// Records a read of list `key` that returned `seen`.
     pub fn read_list(&mut self, key: u64, seen: &[u64]) {
-        self.push(Op::ReadList {
-            key,
-            seen: seen.to_vec(),
-        });
+        self.push(Op::ReadList { key, seen: seen.to_vec() });
     }
 
     /// Records an append of `value` to list `key`.
@@ -139,39 +126,23 @@ impl TxnRecorder<'_> {
 
     /// Records a read of register `key` that returned `seen` (`None`: never written).
     pub fn read_register(&mut self, key: u64, seen: Option<u64>) {
-        self.push(Op::ReadRegister {
-            key,
-            seen,
-            version: None,
-        });
+        self.push(Op::ReadRegister { key, seen, version: None });
     }
 
     /// Records a read of register `key` that returned `seen` from the version with timestamp
     /// `version`. Version tags let the checker recover the register's version order.
     pub fn read_register_at(&mut self, key: u64, seen: Option<u64>, version: u64) {
-        self.push(Op::ReadRegister {
-            key,
-            seen,
-            version: Some(version),
-        });
+        self.push(Op::ReadRegister { key, seen, version: Some(version) });
     }
 
     /// Records a write of `value` to register `key`.
     pub fn write_register(&mut self, key: u64, value: u64) {
-        self.push(Op::WriteRegister {
-            key,
-            value,
-            version: None,
-        });
+        self.push(Op::WriteRegister { key, value, version: None });
     }
 
     /// Records a write of `value` to register `key` installed at version `version`.
     pub fn write_register_at(&mut self, key: u64, value: u64, version: u64) {
-        self.push(Op::WriteRegister {
-            key,
-            value,
-            version: Some(version),
-        });
+        self.push(Op::WriteRegister { key, value, version: Some(version) });
     }
 
     /// Records that the engine committed the attempt.
@@ -187,10 +158,7 @@ impl TxnRecorder<'_> {
     pub fn commit_at(mut self, version: u64) {
         if let Some(mut txn) = self.txn.take() {
             for op in &mut txn.ops {
-                if let Op::WriteRegister {
-                    version: v @ None, ..
-                } = op
-                {
+                if let Op::WriteRegister { version: v @ None, .. } = op {
                     *v = Some(version);
                 }
             }

@@ -26,7 +26,9 @@
 //! `rw` edges out of readers of a version whose successor is a blind write. The checker then
 //! under-reports; it never reports a cycle that a tag-ordered history would not have.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::hash::{FastMap, FastSet};
 
 use crate::graph::{EdgeKind, Graph};
 use crate::infer::{Facts, RegisterRead, Role};
@@ -43,10 +45,7 @@ pub(crate) fn infer(f: &Facts<'_>, g: &mut Graph) -> Result<(), Violation> {
     let mut writes_by_key: BTreeMap<u64, Vec<(usize, u64, Option<u64>)>> = BTreeMap::new();
     for (&(key, value), w) in &f.writes.register {
         if w.is_final && f.roles[w.txn] == Role::Full {
-            writes_by_key
-                .entry(key)
-                .or_default()
-                .push((w.txn, value, w.version));
+            writes_by_key.entry(key).or_default().push((w.txn, value, w.version));
         }
     }
 
@@ -71,10 +70,8 @@ fn infer_key(
     let writer_of = |value: u64| f.writes.register.get(&(key, value)).map(|w| w.txn);
 
     // 1. Version tags, from writes and from reads that returned the version.
-    let mut tag: HashMap<u64, u64> = writes
-        .iter()
-        .filter_map(|&(_, value, version)| version.map(|t| (value, t)))
-        .collect();
+    let mut tag: FastMap<u64, u64> =
+        writes.iter().filter_map(|&(_, value, version)| version.map(|t| (value, t))).collect();
     for read in reads {
         let (Some(value), Some(version)) = (read.seen, read.version) else {
             continue;
@@ -96,14 +93,12 @@ fn infer_key(
             }
         }
     }
-    let mut tagged: Vec<(u64, usize)> = writes
-        .iter()
-        .filter_map(|&(txn, value, _)| tag.get(&value).map(|&t| (t, txn)))
-        .collect();
+    let mut tagged: Vec<(u64, usize)> =
+        writes.iter().filter_map(|&(txn, value, _)| tag.get(&value).map(|&t| (t, txn))).collect();
     tagged.sort_unstable();
 
-    let mut successors: HashMap<usize, Vec<usize>> = HashMap::new();
-    let mut has_predecessor: HashSet<usize> = HashSet::new();
+    let mut successors: FastMap<usize, Vec<usize>> = FastMap::default();
+    let mut has_predecessor: FastSet<usize> = FastSet::default();
     for pair in tagged.windows(2) {
         let ((t1, a), (t2, b)) = (pair[0], pair[1]);
         if t1 == t2 {
@@ -120,7 +115,7 @@ fn infer_key(
     }
 
     // 2. Writes follow reads.
-    let writes_key: HashSet<usize> = writes.iter().map(|&(txn, _, _)| txn).collect();
+    let writes_key: FastSet<usize> = writes.iter().map(|&(txn, _, _)| txn).collect();
     for read in reads {
         if !writes_key.contains(&read.txn) {
             continue;

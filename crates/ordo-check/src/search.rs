@@ -65,10 +65,7 @@ pub(crate) fn single_rw_cycle(g: &Graph, kinds: Kinds) -> Option<Walk> {
     // `rw` edges on some cycle of the full view.
     let candidates: Vec<(EdgeRef, usize)> = (0..g.len())
         .flat_map(|a| {
-            g.edges(a)
-                .iter()
-                .enumerate()
-                .map(move |(index, e)| (EdgeRef { from: a, index }, *e))
+            g.edges(a).iter().enumerate().map(move |(index, e)| (EdgeRef { from: a, index }, *e))
         })
         .filter(|(r, e)| e.kind == EdgeKind::Rw && full_comps.comp[r.from] == full_comps.comp[e.to])
         .map(|(r, e)| (r, e.to))
@@ -85,13 +82,8 @@ pub(crate) fn single_rw_cycle(g: &Graph, kinds: Kinds) -> Option<Walk> {
         let c = free_comps.comp[rw.from];
         if free_comps.comp[b] == c {
             let mut unlimited = usize::MAX;
-            let path = shortest_path(
-                &free,
-                b,
-                rw.from,
-                |v| free_comps.comp[v] == c,
-                &mut unlimited,
-            );
+            let path =
+                shortest_path(&free, b, rw.from, |v| free_comps.comp[v] == c, &mut unlimited);
             debug_assert!(path.is_some());
             if let Some(path) = path {
                 return Some(close(rw, path));
@@ -130,21 +122,12 @@ pub(crate) fn single_rw_cycle(g: &Graph, kinds: Kinds) -> Option<Walk> {
 /// it was found.
 pub(crate) fn describe(g: &Graph, txns: &[Txn], walk: &[EdgeRef]) -> Cycle {
     let start = (0..walk.len()).min_by_key(|&i| walk[i].from).unwrap_or(0);
-    let walk: Vec<EdgeRef> = walk[start..]
-        .iter()
-        .chain(&walk[..start])
-        .copied()
-        .collect();
+    let walk: Vec<EdgeRef> = walk[start..].iter().chain(&walk[..start]).copied().collect();
     let steps: Vec<CycleStep> = walk
         .iter()
         .map(|&r| {
             let e = g.edge(r);
-            CycleStep {
-                from: txns[r.from].id,
-                kind: e.kind,
-                key: e.key,
-                to: txns[e.to].id,
-            }
+            CycleStep { from: txns[r.from].id, kind: e.kind, key: e.key, to: txns[e.to].id }
         })
         .collect();
     let kinds: Vec<EdgeKind> = steps.iter().map(|s| s.kind).collect();
@@ -165,10 +148,5 @@ pub(crate) fn describe(g: &Graph, txns: &[Txn], walk: &[EdgeRef]) -> Cycle {
             members.push(r.from);
         }
     }
-    Cycle {
-        anomaly,
-        realtime,
-        steps,
-        txns: members.into_iter().map(|i| txns[i].clone()).collect(),
-    }
+    Cycle { anomaly, realtime, steps, txns: members.into_iter().map(|i| txns[i].clone()).collect() }
 }

@@ -49,32 +49,18 @@ fn g0_write_cycle() {
     let mut b = HistoryBuilder::new();
     b.txn(0).span(1, 4).append(1, 1).append(2, 2).commit();
     b.txn(1).span(2, 3).append(1, 2).append(2, 1).commit();
-    b.txn(2)
-        .read_list(1, &[1, 2])
-        .read_list(2, &[1, 2])
-        .commit();
+    b.txn(2).read_list(1, &[1, 2]).read_list(2, &[1, 2]).commit();
     let h = b.build();
     rejected_by_all(&h, "G0");
     let text = check_serializable(&h).unwrap_err().to_string();
-    assert!(
-        text.contains("T1 -ww(key 1)-> T2 -ww(key 2)-> T1"),
-        "{text}"
-    );
+    assert!(text.contains("T1 -ww(key 1)-> T2 -ww(key 2)-> T1"), "{text}");
 }
 
 #[test]
 fn g0_write_cycle_on_tagged_registers() {
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 4)
-        .write_register_at(1, 1, 10)
-        .write_register_at(2, 2, 20)
-        .commit();
-    b.txn(1)
-        .span(2, 3)
-        .write_register_at(1, 2, 20)
-        .write_register_at(2, 1, 10)
-        .commit();
+    b.txn(0).span(1, 4).write_register_at(1, 1, 10).write_register_at(2, 2, 20).commit();
+    b.txn(1).span(2, 3).write_register_at(1, 2, 20).write_register_at(2, 1, 10).commit();
     rejected_by_all(&b.build(), "G0");
 }
 
@@ -106,11 +92,7 @@ fn g1b_intermediate_read() {
     rejected_by_all(&b.build(), "G1b");
 
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 4)
-        .write_register(1, 1)
-        .write_register(1, 2)
-        .commit();
+    b.txn(0).span(1, 4).write_register(1, 1).write_register(1, 2).commit();
     b.txn(1).span(2, 3).read_register(1, Some(1)).commit();
     rejected_by_all(&b.build(), "G1b");
 }
@@ -123,16 +105,8 @@ fn g1c_circular_information_flow() {
     rejected_by_all(&b.build(), "G1c");
 
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 4)
-        .write_register(1, 1)
-        .read_register(2, Some(1))
-        .commit();
-    b.txn(1)
-        .span(2, 3)
-        .write_register(2, 1)
-        .read_register(1, Some(1))
-        .commit();
+    b.txn(0).span(1, 4).write_register(1, 1).read_register(2, Some(1)).commit();
+    b.txn(1).span(2, 3).write_register(2, 1).read_register(1, Some(1)).commit();
     rejected_by_all(&b.build(), "G1c");
 }
 
@@ -141,11 +115,7 @@ fn g_single_read_skew() {
     // T2 sees T1's write of key 1 but not its write of key 2.
     let mut b = HistoryBuilder::new();
     b.txn(0).span(1, 4).append(1, 1).append(2, 1).commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_list(1, &[1])
-        .read_list(2, &[])
-        .commit();
+    b.txn(1).span(2, 3).read_list(1, &[1]).read_list(2, &[]).commit();
     let h = b.build();
     rejected_by_all(&h, "G-single");
     let text = check_snapshot_isolation(&h).unwrap_err().to_string();
@@ -162,16 +132,8 @@ fn g_single_read_skew() {
 
     // The same with registers, no version tags needed.
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 4)
-        .write_register(1, 1)
-        .write_register(2, 1)
-        .commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_register(1, Some(1))
-        .read_register(2, None)
-        .commit();
+    b.txn(0).span(1, 4).write_register(1, 1).write_register(2, 1).commit();
+    b.txn(1).span(2, 3).read_register(1, Some(1)).read_register(2, None).commit();
     rejected_by_all(&b.build(), "G-single");
 }
 
@@ -185,16 +147,8 @@ fn g_single_lost_update() {
 
     // Registers need the version order: with tags, lost update is G-single.
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 4)
-        .read_register_at(1, None, 0)
-        .write_register_at(1, 1, 10)
-        .commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_register_at(1, None, 0)
-        .write_register_at(1, 2, 20)
-        .commit();
+    b.txn(0).span(1, 4).read_register_at(1, None, 0).write_register_at(1, 1, 10).commit();
+    b.txn(1).span(2, 3).read_register_at(1, None, 0).write_register_at(1, 2, 20).commit();
     rejected_by_all(&b.build(), "G-single");
 }
 
@@ -203,16 +157,8 @@ fn lost_update_on_untagged_registers_is_only_visible_as_g2() {
     // The documented limit: without tags the two blind-from-nil writes are unordered, so only
     // the two anti-dependencies are known; SI cannot tell this from write skew.
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 4)
-        .read_register(1, None)
-        .write_register(1, 1)
-        .commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_register(1, None)
-        .write_register(1, 2)
-        .commit();
+    b.txn(0).span(1, 4).read_register(1, None).write_register(1, 1).commit();
+    b.txn(1).span(2, 3).read_register(1, None).write_register(1, 2).commit();
     let h = b.build();
     rejected(check_serializable(&h), "G2");
     assert!(check_snapshot_isolation(&h).is_ok());
@@ -221,18 +167,8 @@ fn lost_update_on_untagged_registers_is_only_visible_as_g2() {
 #[test]
 fn g2_write_skew_is_allowed_by_snapshot_isolation_only() {
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 4)
-        .read_list(1, &[])
-        .read_list(2, &[])
-        .append(1, 1)
-        .commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_list(1, &[])
-        .read_list(2, &[])
-        .append(2, 1)
-        .commit();
+    b.txn(0).span(1, 4).read_list(1, &[]).read_list(2, &[]).append(1, 1).commit();
+    b.txn(1).span(2, 3).read_list(1, &[]).read_list(2, &[]).append(2, 1).commit();
     b.txn(2).read_list(1, &[1]).read_list(2, &[1]).commit();
     let h = b.build();
     let v = rejected(check_serializable(&h), "G2");
@@ -249,16 +185,8 @@ fn g_nonadjacent_long_fork_is_forbidden_even_by_snapshot_isolation() {
     let mut b = HistoryBuilder::new();
     b.txn(0).span(1, 5).append(1, 1).commit();
     b.txn(1).span(2, 6).append(2, 1).commit();
-    b.txn(2)
-        .span(3, 7)
-        .read_list(1, &[1])
-        .read_list(2, &[])
-        .commit();
-    b.txn(3)
-        .span(4, 8)
-        .read_list(1, &[])
-        .read_list(2, &[1])
-        .commit();
+    b.txn(2).span(3, 7).read_list(1, &[1]).read_list(2, &[]).commit();
+    b.txn(3).span(4, 8).read_list(1, &[]).read_list(2, &[1]).commit();
     let h = b.build();
     rejected_by_all(&h, "G-nonadjacent");
     let v = check_snapshot_isolation(&h).unwrap_err();
@@ -305,11 +233,7 @@ fn torn_snapshot_of_an_aborted_attempt_breaks_opacity_only() {
     // The aborted attempt saw T1's write of key 1 but the state before T1 of key 2.
     let mut b = HistoryBuilder::new();
     b.txn(0).span(1, 4).append(1, 1).append(2, 1).commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_list(1, &[1])
-        .read_list(2, &[])
-        .abort();
+    b.txn(1).span(2, 3).read_list(1, &[1]).read_list(2, &[]).abort();
     let h = b.build();
     check_strict_serializable(&h).expect("committed transactions alone are fine");
     check_snapshot_isolation(&h).expect("committed transactions alone are fine");
@@ -318,16 +242,8 @@ fn torn_snapshot_of_an_aborted_attempt_breaks_opacity_only() {
 
     // Registers: the same torn read.
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 4)
-        .write_register(1, 1)
-        .write_register(2, 1)
-        .commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_register(1, Some(1))
-        .read_register(2, None)
-        .abort();
+    b.txn(0).span(1, 4).write_register(1, 1).write_register(2, 1).commit();
+    b.txn(1).span(2, 3).read_register(1, Some(1)).read_register(2, None).abort();
     let h = b.build();
     check_strict_serializable(&h).expect("committed transactions alone are fine");
     rejected(check_opacity(&h), "G-single");
@@ -376,20 +292,13 @@ fn garbage_duplicate_and_internal_anomalies() {
 
     // A read after its own register write that returns something else.
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .write_register(1, 1)
-        .read_register(1, None)
-        .commit();
+    b.txn(0).write_register(1, 1).read_register(1, None).commit();
     rejected_by_all(&b.build(), "internal");
 
     // Non-repeatable read inside one transaction.
     let mut b = HistoryBuilder::new();
     b.txn(0).span(1, 4).write_register(1, 1).commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_register(1, None)
-        .read_register(1, Some(1))
-        .commit();
+    b.txn(1).span(2, 3).read_register(1, None).read_register(1, Some(1)).commit();
     rejected_by_all(&b.build(), "internal");
 
     // A read that shows an append the transaction makes only later.
@@ -465,12 +374,7 @@ fn unknown_outcomes() {
     // against serializability, but opacity checks every attempt.
     let mut b = HistoryBuilder::new();
     b.txn(0).span(1, 4).append(1, 1).append(2, 1).commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_list(1, &[1])
-        .read_list(2, &[])
-        .append(3, 1)
-        .unknown();
+    b.txn(1).span(2, 3).read_list(1, &[1]).read_list(2, &[]).append(3, 1).unknown();
     let h = b.build();
     check_strict_serializable(&h).expect("T2 may not have happened");
     rejected(check_opacity(&h), "G-single");
@@ -478,12 +382,7 @@ fn unknown_outcomes() {
     // Observed, it committed, and then its reads count.
     let mut b = HistoryBuilder::new();
     b.txn(0).span(1, 4).append(1, 1).append(2, 1).commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_list(1, &[1])
-        .read_list(2, &[])
-        .append(3, 1)
-        .unknown();
+    b.txn(1).span(2, 3).read_list(1, &[1]).read_list(2, &[]).append(3, 1).unknown();
     b.txn(2).span(5, 6).read_list(3, &[1]).commit();
     rejected(check_serializable(&b.build()), "G-single");
 }
@@ -507,36 +406,16 @@ fn valid_histories_are_accepted() {
         .read_register(1, Some(11))
         .commit();
     b.txn(0).read_list(1, &[1, 2]).append(2, 1).abort();
-    b.txn(2)
-        .read_list(1, &[1, 2])
-        .read_list(2, &[])
-        .read_register(1, Some(11))
-        .commit();
+    b.txn(2).read_list(1, &[1, 2]).read_list(2, &[]).read_register(1, Some(11)).commit();
     accepted_by_all(&b.build());
 
     // Concurrent transactions on disjoint keys, and a concurrent reader of the old state.
     let mut b = HistoryBuilder::new();
-    b.txn(0)
-        .span(1, 10)
-        .append(1, 1)
-        .read_list(1, &[1])
-        .commit();
+    b.txn(0).span(1, 10).append(1, 1).read_list(1, &[1]).commit();
     b.txn(1).span(2, 9).append(2, 1).commit();
-    b.txn(2)
-        .span(3, 8)
-        .read_list(1, &[])
-        .read_list(2, &[])
-        .commit();
-    b.txn(3)
-        .span(4, 7)
-        .read_register(5, None)
-        .write_register(6, 1)
-        .commit();
-    b.txn(4)
-        .span(11, 12)
-        .read_list(1, &[1])
-        .read_list(2, &[1])
-        .commit();
+    b.txn(2).span(3, 8).read_list(1, &[]).read_list(2, &[]).commit();
+    b.txn(3).span(4, 7).read_register(5, None).write_register(6, 1).commit();
+    b.txn(4).span(11, 12).read_list(1, &[1]).read_list(2, &[1]).commit();
     accepted_by_all(&b.build());
 
     // An empty history.
@@ -547,12 +426,7 @@ fn valid_histories_are_accepted() {
 fn histories_and_violations_round_trip_through_json() {
     let mut b = HistoryBuilder::new();
     b.txn(0).span(1, 4).append(1, 1).append(2, 1).commit();
-    b.txn(1)
-        .span(2, 3)
-        .read_list(1, &[1])
-        .read_register_at(2, None, 0)
-        .read_list(2, &[])
-        .abort();
+    b.txn(1).span(2, 3).read_list(1, &[1]).read_register_at(2, None, 0).read_list(2, &[]).abort();
     let h = b.build();
     let json = serde_json::to_string(&h).expect("serialise history");
     let back: History = serde_json::from_str(&json).expect("deserialise history");

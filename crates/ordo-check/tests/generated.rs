@@ -125,12 +125,9 @@ fn external_list_reads(h: &History, committed_only: bool) -> Vec<Site> {
         for (op, o) in t.ops.iter().enumerate() {
             match o {
                 Op::Append { key, .. } => appended.push(*key),
-                Op::ReadList { key, seen } if !appended.contains(key) => sites.push(Site {
-                    txn,
-                    op,
-                    key: *key,
-                    len: seen.len(),
-                }),
+                Op::ReadList { key, seen } if !appended.contains(key) => {
+                    sites.push(Site { txn, op, key: *key, len: seen.len() })
+                }
                 _ => {}
             }
         }
@@ -202,11 +199,7 @@ fn dropping_an_element_is_rejected() {
             .iter()
             .filter(|s| s.len >= 2)
             .flat_map(|s| (0..s.len - 1).map(move |j| (*s, j)))
-            .filter(|(s, j)| {
-                sites
-                    .iter()
-                    .any(|q| q.key == s.key && q.txn != s.txn && q.len > *j)
-            })
+            .filter(|(s, j)| sites.iter().any(|q| q.key == s.key && q.txn != s.txn && q.len > *j))
             .collect();
         if candidates.is_empty() {
             continue;
@@ -215,18 +208,10 @@ fn dropping_an_element_is_rejected() {
         let mut bad = h.clone();
         seen_mut(&mut bad, site).remove(j);
         let context = format!("seed {seed}: dropped element {j} of {site:?}");
-        assert_rejected(
-            &bad,
-            &ALL,
-            &["incompatible-order", "G1b", "internal"],
-            &context,
-        );
+        assert_rejected(&bad, &ALL, &["incompatible-order", "G1b", "internal"], &context);
         mutated += 1;
     }
-    assert!(
-        mutated > SEEDS / 3,
-        "only {mutated} histories could be mutated"
-    );
+    assert!(mutated > SEEDS / 3, "only {mutated} histories could be mutated");
 }
 
 /// Swapping two adjacent elements that another read shows in order.
@@ -242,9 +227,7 @@ fn swapping_elements_is_rejected() {
             .filter(|s| s.len >= 2)
             .flat_map(|s| (0..s.len - 1).map(move |j| (*s, j)))
             .filter(|(s, j)| {
-                sites
-                    .iter()
-                    .any(|q| q.key == s.key && q.txn != s.txn && q.len > j + 1)
+                sites.iter().any(|q| q.key == s.key && q.txn != s.txn && q.len > j + 1)
             })
             .collect();
         if candidates.is_empty() {
@@ -257,10 +240,7 @@ fn swapping_elements_is_rejected() {
         assert_rejected(&bad, &ALL, &["incompatible-order", "internal"], &context);
         mutated += 1;
     }
-    assert!(
-        mutated > SEEDS / 3,
-        "only {mutated} histories could be mutated"
-    );
+    assert!(mutated > SEEDS / 3, "only {mutated} histories could be mutated");
 }
 
 /// Showing a value appended by an aborted attempt.
@@ -284,10 +264,7 @@ fn reading_an_aborted_append_is_rejected() {
         let candidates: Vec<(Site, u64)> = sites
             .iter()
             .flat_map(|s| {
-                aborted
-                    .iter()
-                    .filter(move |(k, _)| *k == s.key)
-                    .map(move |&(_, v)| (*s, v))
+                aborted.iter().filter(move |(k, _)| *k == s.key).map(move |&(_, v)| (*s, v))
             })
             .collect();
         if candidates.is_empty() {
@@ -300,10 +277,7 @@ fn reading_an_aborted_append_is_rejected() {
         assert_rejected(&bad, &ALL, &["G1a", "internal"], &context);
         mutated += 1;
     }
-    assert!(
-        mutated > SEEDS / 3,
-        "only {mutated} histories could be mutated"
-    );
+    assert!(mutated > SEEDS / 3, "only {mutated} histories could be mutated");
 }
 
 /// Showing a register value written by an aborted attempt.
@@ -328,17 +302,10 @@ fn reading_an_aborted_register_write_is_rejected() {
             .enumerate()
             .filter(|(_, t)| t.outcome == Outcome::Committed)
             .flat_map(|(i, t)| {
-                t.ops
-                    .iter()
-                    .enumerate()
-                    .filter_map(move |(j, op)| match op {
-                        Op::ReadRegister {
-                            key,
-                            version: Some(_),
-                            ..
-                        } => Some((i, j, *key)),
-                        _ => None,
-                    })
+                t.ops.iter().enumerate().filter_map(move |(j, op)| match op {
+                    Op::ReadRegister { key, version: Some(_), .. } => Some((i, j, *key)),
+                    _ => None,
+                })
             })
             .filter(|(_, _, key)| aborted.contains_key(key))
             .collect();
@@ -347,22 +314,13 @@ fn reading_an_aborted_register_write_is_rejected() {
         }
         let (i, j, key) = candidates[rng.random_range(0..candidates.len())];
         let mut bad = h.clone();
-        bad.txns_mut()[i].ops[j] = Op::ReadRegister {
-            key,
-            seen: aborted.get(&key).copied(),
-            version: None,
-        };
-        let context = format!(
-            "seed {seed}: T{} op {j} reads an aborted register value",
-            i + 1
-        );
+        bad.txns_mut()[i].ops[j] =
+            Op::ReadRegister { key, seen: aborted.get(&key).copied(), version: None };
+        let context = format!("seed {seed}: T{} op {j} reads an aborted register value", i + 1);
         assert_rejected(&bad, &ALL, &["G1a", "internal"], &context);
         mutated += 1;
     }
-    assert!(
-        mutated > SEEDS / 4,
-        "only {mutated} histories could be mutated"
-    );
+    assert!(mutated > SEEDS / 4, "only {mutated} histories could be mutated");
 }
 
 /// Missing the last append of a writer that completed before the reader was invoked.
@@ -423,42 +381,40 @@ fn stale_reads_across_real_time_are_rejected_by_the_strict_checks() {
         assert_rejected(&bad, &strict, &[], &context);
         mutated += 1;
     }
-    assert!(
-        mutated > SEEDS / 3,
-        "only {mutated} histories could be mutated"
-    );
+    assert!(mutated > SEEDS / 3, "only {mutated} histories could be mutated");
 }
 
 /// A big history: the checks stay near-linear (no timing assertion; DESIGN §7 keeps timed
 /// thresholds out of tests, the time is printed for a person to read).
 #[test]
 fn large_histories_are_checked() {
-    let shape = Shape {
-        txns: 20_000,
-        keys: 400,
-        spread: 400,
-    };
+    let shape = Shape { txns: 20_000, keys: 400, spread: 400 };
     let h = generate(99, shape);
     for model in ALL {
         let start = Instant::now();
         check(&h, model).unwrap_or_else(|v| panic!("{model:?}: {v}"));
-        eprintln!(
-            "{model:?}: {} attempts checked in {:?}",
-            h.len(),
-            start.elapsed()
-        );
+        eprintln!("{model:?}: {} attempts checked in {:?}", h.len(), start.elapsed());
     }
     // And a corrupted one is still caught, with its cycle reported.
     let mut bad = h.clone();
     let sites = external_list_reads(&bad, true);
-    let site = sites
-        .iter()
-        .rev()
-        .find(|s| s.len >= 1)
-        .copied()
-        .expect("a non-empty read");
+    let site = sites.iter().rev().find(|s| s.len >= 1).copied().expect("a non-empty read");
     seen_mut(&mut bad, site).clear();
     let start = Instant::now();
     let v = check_strict_serializable(&bad).expect_err("a read of the initial state, late");
     eprintln!("rejected in {:?}: {}", start.elapsed(), v.name());
+}
+
+/// 10⁵ attempts, for measuring by hand: `cargo test --release -p ordo-check --test generated
+/// -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check; run by hand in release mode"]
+fn very_large_histories_are_checked() {
+    let shape = Shape { txns: 100_000, keys: 2_000, spread: 400 };
+    let h = generate(100, shape);
+    for model in ALL {
+        let start = Instant::now();
+        check(&h, model).unwrap_or_else(|v| panic!("{model:?}: {v}"));
+        eprintln!("{model:?}: {} attempts checked in {:?}", h.len(), start.elapsed());
+    }
 }

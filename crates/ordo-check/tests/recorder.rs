@@ -37,11 +37,8 @@ fn run_one(store: &Mutex<Store>, mut rec: TxnRecorder<'_>, rng: &mut SmallRng, n
         *next += 1;
         match rng.random_range(0..4) {
             0 => {
-                let seen = lists
-                    .get(&key)
-                    .or_else(|| s.lists.get(&key))
-                    .cloned()
-                    .unwrap_or_default();
+                let seen =
+                    lists.get(&key).or_else(|| s.lists.get(&key)).cloned().unwrap_or_default();
                 rec.read_list(key, &seen);
             }
             1 => {
@@ -66,8 +63,7 @@ fn run_one(store: &Mutex<Store>, mut rec: TxnRecorder<'_>, rng: &mut SmallRng, n
         s.version += 1;
         let version = s.version;
         s.lists.extend(lists);
-        s.registers
-            .extend(registers.into_iter().map(|(k, v)| (k, (v, version))));
+        s.registers.extend(registers.into_iter().map(|(k, v)| (k, (v, version))));
         drop(s);
         rec.commit_at(version);
     } else {
