@@ -30,29 +30,17 @@ impl FreeBitmap {
         let leaves: Box<[AtomicU64]> = (0..leaf_count)
             .map(|i| {
                 let bits_here = (len - i * 64).min(64);
-                AtomicU64::new(if bits_here == 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << bits_here) - 1
-                })
+                AtomicU64::new(if bits_here == 64 { u64::MAX } else { (1u64 << bits_here) - 1 })
             })
             .collect();
         let summary_count = leaf_count.div_ceil(64);
         let summary: Box<[AtomicU64]> = (0..summary_count)
             .map(|i| {
                 let bits_here = (leaf_count - i * 64).min(64);
-                AtomicU64::new(if bits_here == 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << bits_here) - 1
-                })
+                AtomicU64::new(if bits_here == 64 { u64::MAX } else { (1u64 << bits_here) - 1 })
             })
             .collect();
-        FreeBitmap {
-            leaves,
-            summary,
-            len,
-        }
+        FreeBitmap { leaves, summary, len }
     }
 
     /// A bitmap of `len` slots, none free (recovery marks the free ones with `put`).
@@ -60,9 +48,7 @@ impl FreeBitmap {
         let leaf_count = len.div_ceil(64);
         FreeBitmap {
             leaves: (0..leaf_count).map(|_| AtomicU64::new(0)).collect(),
-            summary: (0..leaf_count.div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            summary: (0..leaf_count.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             len,
         }
     }
@@ -139,10 +125,7 @@ impl FreeBitmap {
 
     /// Number of free slots (a racy count, exact when quiescent).
     pub fn count_free(&self) -> usize {
-        self.leaves
-            .iter()
-            .map(|l| l.load(Ordering::Relaxed).count_ones() as usize)
-            .sum()
+        self.leaves.iter().map(|l| l.load(Ordering::Relaxed).count_ones() as usize).sum()
     }
 }
 

@@ -8,17 +8,49 @@ use ordo_clock::Clock;
 
 use crate::error::{AbortKind, Error};
 use crate::heap::{Heap, HeapConfig};
+use crate::mvcc::VersionArena;
 use crate::txn::{Options, Tx};
 use crate::worker::{self, SlotHome, ThreadSlot, Worker};
 
 /// The most threads that may run transactions on one database at once, by default.
 pub const THREADS_MAX_DEFAULT: usize = 256;
 
+/// Whether old versions are kept (FaRMv2 §4.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Versions {
+    /// Only head versions: a read of an object newer than the read timestamp aborts. Fastest
+    /// when transactions are short (FaRMv2 runs TPC-C this way).
+    #[default]
+    Single,
+    /// Old versions are kept, so long read-only transactions and stale snapshots succeed.
+    Multi,
+}
+
+impl std::str::FromStr for Versions {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "single" => Ok(Versions::Single),
+            "multi" => Ok(Versions::Multi),
+            _ => {
+                Err(Error::Config(format!("unknown versions mode {s:?}; expected single or multi")))
+            }
+        }
+    }
+}
+
+/// Old-version blocks (1 MiB each) a database may use, by default (1 GiB).
+pub const VERSION_BLOCKS_MAX_DEFAULT: usize = 1024;
+
 /// How a database is opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     /// Heap geometry and limits.
     pub heap: HeapConfig,
+    /// Single- or multi-version.
+    pub versions: Versions,
+    /// The most 1 MiB old-version blocks (multi-version mode).
+    pub version_blocks_max: usize,
     /// The most threads that may hold a transaction slot at once.
     pub threads_max: usize,
     /// Options used by [`Ordo::run`] and [`Ordo::begin`].
@@ -29,6 +61,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             heap: HeapConfig::default(),
+            versions: Versions::default(),
+            version_blocks_max: VERSION_BLOCKS_MAX_DEFAULT,
             threads_max: THREADS_MAX_DEFAULT,
             options: Options::default(),
         }
@@ -64,6 +98,7 @@ pub(crate) struct Shared<C> {
     pub(crate) id: u64,
     pub(crate) clock: C,
     pub(crate) heap: Heap,
+    pub(crate) versions: Option<VersionArena>,
     pub(crate) config: Config,
     slots: Box<[CachePadded<ThreadSlot>]>,
     free_slots: Mutex<Vec<usize>>,
@@ -72,14 +107,9 @@ pub(crate) struct Shared<C> {
 
 impl<C: Clock> SlotHome for Shared<C> {
     fn release_worker(&self, worker: &mut Worker) {
-        self.slots[worker.slot]
-            .active_rts
-            .store(worker::IDLE, Ordering::Release);
+        self.slots[worker.slot].active_rts.store(worker::IDLE, Ordering::Release);
         self.heap.abandon(&mut worker.alloc);
-        self.free_slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(worker.slot);
+        self.free_slots.lock().unwrap_or_else(|e| e.into_inner()).push(worker.slot);
     }
 }
 
@@ -93,12 +123,8 @@ impl<C: Clock> Shared<C> {
         if let Some(w) = worker::take_cached(self.id) {
             return Ok(w);
         }
-        let slot = self
-            .free_slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-            .ok_or_else(|| {
+        let slot =
+            self.free_slots.lock().unwrap_or_else(|e| e.into_inner()).pop().ok_or_else(|| {
                 Error::Config(format!(
                     "more than threads_max = {} threads are running transactions",
                     self.config.threads_max
@@ -112,6 +138,7 @@ impl<C: Clock> Shared<C> {
             reads: Default::default(),
             writes: Default::default(),
             scratch: Vec::new(),
+            version_cursor: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((slot as u64 + 1) << 17),
         }))
     }
@@ -141,9 +168,7 @@ pub struct Ordo<C: Clock> {
 
 impl<C: Clock> Clone for Ordo<C> {
     fn clone(&self) -> Self {
-        Ordo {
-            shared: self.shared.clone(),
-        }
+        Ordo { shared: self.shared.clone() }
     }
 }
 
@@ -154,9 +179,7 @@ impl<C: Clock> Ordo<C> {
             return Err(Error::Config("threads_max must be at least 1".into()));
         }
         if config.options.retries_max == 0 {
-            return Err(Error::Config(
-                "options.retries_max must be at least 1".into(),
-            ));
+            return Err(Error::Config("options.retries_max must be at least 1".into()));
         }
         let heap = Heap::new(config.heap)?;
         let threads_max = config.threads_max;
@@ -164,10 +187,12 @@ impl<C: Clock> Ordo<C> {
             id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
             clock,
             heap,
+            versions: match config.versions {
+                Versions::Single => None,
+                Versions::Multi => Some(VersionArena::new(config.version_blocks_max)),
+            },
             config,
-            slots: (0..threads_max)
-                .map(|_| CachePadded::new(ThreadSlot::default()))
-                .collect(),
+            slots: (0..threads_max).map(|_| CachePadded::new(ThreadSlot::default())).collect(),
             free_slots: Mutex::new((0..threads_max).rev().collect()),
             weak_self: weak.clone() as Weak<dyn SlotHome>,
         });
@@ -242,20 +267,15 @@ impl<C: Clock> Ordo<C> {
                 },
             };
             if attempt >= options.retries_max {
-                return Err(Error::RetriesExhausted {
-                    attempts: attempt,
-                    last,
-                }
-                .into());
+                return Err(Error::RetriesExhausted { attempts: attempt, last }.into());
             }
             self.backoff(attempt);
         }
     }
 
     fn backoff(&self, attempt: u32) {
-        let ceiling_ns = (1u64 << attempt.min(20))
-            .saturating_mul(50)
-            .min(crate::txn::BACKOFF_US_MAX * 1000);
+        let ceiling_ns =
+            (1u64 << attempt.min(20)).saturating_mul(50).min(crate::txn::BACKOFF_US_MAX * 1000);
         let jitter = worker::take_cached(self.shared.id).map(|mut w| {
             let r = w.next_random();
             worker::put_cached(w);
@@ -285,6 +305,11 @@ impl<C: Clock> Ordo<C> {
             }
         }
         s
+    }
+
+    /// Old-version blocks in use (multi-version mode).
+    pub fn version_blocks_in_use(&self) -> usize {
+        self.shared.versions.as_ref().map_or(0, |v| v.blocks_in_use())
     }
 
     /// Regions the heap has mapped so far.

@@ -182,6 +182,31 @@ pub enum Error {
     /// The configuration is not usable.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A map key longer than [`crate::map::KEY_BYTES_MAX`].
+    #[error("map key of {len_bytes} bytes exceeds the limit of {max_bytes} bytes")]
+    KeyTooLarge {
+        /// The key's length.
+        len_bytes: usize,
+        /// The limit.
+        max_bytes: usize,
+    },
+    /// A map value longer than [`crate::map::VALUE_BYTES_MAX`].
+    #[error("map value of {len_bytes} bytes exceeds the limit of {max_bytes} bytes")]
+    ValueTooLarge {
+        /// The value's length.
+        len_bytes: usize,
+        /// The limit.
+        max_bytes: usize,
+    },
+    /// An object of a transactional map whose bytes do not decode as the map's layout (a wrong
+    /// root address, or corruption). Opacity rules out torn structure, so this is never a race.
+    #[error("map object {addr} is corrupt: {reason}")]
+    CorruptMap {
+        /// The object that failed to decode.
+        addr: Addr,
+        /// What was wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl Error {

@@ -32,6 +32,10 @@ mod db;
 mod error;
 #[cfg(not(loom))]
 pub mod heap;
+#[cfg(not(loom))]
+pub mod map;
+#[cfg(not(loom))]
+mod mvcc;
 pub mod object;
 mod sync;
 #[cfg(not(loom))]
@@ -42,7 +46,7 @@ mod worker;
 #[cfg(not(loom))]
 pub use addr::Addr;
 #[cfg(not(loom))]
-pub use db::{Config, Ordo, Stats, THREADS_MAX_DEFAULT};
+pub use db::{Config, Ordo, Stats, THREADS_MAX_DEFAULT, VERSION_BLOCKS_MAX_DEFAULT, Versions};
 #[cfg(not(loom))]
 pub use error::{Abort, AbortKind, Error};
 #[cfg(not(loom))]

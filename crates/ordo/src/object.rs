@@ -44,6 +44,12 @@ pub const PAYLOAD_BYTES_MAX: usize = (1 << (64 - LEN_SHIFT)) - 1;
 /// Timestamps must leave the two flag bits free.
 const _: () = assert!(TS_MASK == (1 << 62) - 1);
 
+/// Splits word 1 into (payload length in bytes, old-version pointer).
+#[inline]
+pub(crate) fn split_word1(w1: u64) -> (usize, u64) {
+    ((w1 >> LEN_SHIFT) as usize, w1 & OVP_MASK)
+}
+
 /// A decoded word 0.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Header(u64);
@@ -77,10 +83,7 @@ impl Header {
     /// The unlocked header of a version written at `ts`.
     #[inline]
     pub fn version(ts: Timestamp, allocated: bool) -> Self {
-        debug_assert!(
-            ts.as_nanos() <= TS_MASK,
-            "timestamp {ts:?} does not fit a header"
-        );
+        debug_assert!(ts.as_nanos() <= TS_MASK, "timestamp {ts:?} does not fit a header");
         Header((ts.as_nanos() & TS_MASK) | if allocated { ALLOC_BIT } else { 0 })
     }
 }
@@ -144,10 +147,7 @@ impl<'a> ObjectRef<'a> {
     /// If the slot is shorter than the header; slots come from the slab layout, never from input.
     #[inline]
     pub fn new(words: &'a [AtomicU64]) -> Self {
-        assert!(
-            words.len() >= HEADER_WORDS,
-            "object slot shorter than its header"
-        );
+        assert!(words.len() >= HEADER_WORDS, "object slot shorter than its header");
         ObjectRef { words }
     }
 
@@ -190,21 +190,13 @@ impl<'a> ObjectRef<'a> {
                 continue;
             }
             out.clear();
-            out.extend(
-                payload[..len_words]
-                    .iter()
-                    .map(|w| w.load(Ordering::Relaxed)),
-            );
+            out.extend(payload[..len_words].iter().map(|w| w.load(Ordering::Relaxed)));
             // Acquire fence: pairs with the Release fence in try_lock(); if any word copied above
             // came from a writer holding the lock, the reload below sees the lock or later.
             fence(Ordering::Acquire);
             let h2 = self.words[0].load(Ordering::Relaxed);
             if h2 == h1.raw() {
-                return Ok(Snapshot {
-                    header: h1,
-                    len_bytes,
-                    ovp: w1 & OVP_MASK,
-                });
+                return Ok(Snapshot { header: h1, len_bytes, ovp: w1 & OVP_MASK });
             }
             std::hint::spin_loop();
         }
@@ -284,6 +276,30 @@ impl<'a> ObjectRef<'a> {
         self.words[0].store(Header::version(wts, allocated).raw(), Ordering::Release);
     }
 
+    /// The length of the head version; meaningful while the caller holds the lock.
+    #[inline]
+    pub fn head_len_bytes(self) -> usize {
+        let (len, _) = split_word1(self.words[1].load(Ordering::Relaxed));
+        len.min(self.capacity_bytes())
+    }
+
+    /// The old-version pointer of the head version; meaningful while the caller holds the lock.
+    #[inline]
+    pub fn head_ovp(self) -> u64 {
+        split_word1(self.words[1].load(Ordering::Relaxed)).1
+    }
+
+    /// Copies the head version into `dst` (header `head` without LOCK, word 1, payload). The
+    /// caller holds the lock, so the head cannot change underneath.
+    pub fn copy_locked_head(self, head: Header, dst: &[AtomicU64]) {
+        debug_assert!(Header(self.words[0].load(Ordering::Relaxed)).is_locked());
+        debug_assert!(!head.is_locked());
+        dst[0].store(head.raw(), Ordering::Relaxed);
+        for (d, s) in dst[1..].iter().zip(&self.words[1..]) {
+            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
     /// Releases the lock without changing anything (the transaction aborted).
     #[inline]
     pub fn unlock(self, previous: Header) {
@@ -316,23 +332,15 @@ mod tests {
         assert_eq!(snap.len_bytes, 12);
         assert_eq!(out, vec![1, 2]);
         assert!(o.validate(snap.header));
-        assert_eq!(
-            o.try_lock(Expect::Free),
-            Err(LockFail::Changed { found: snap.header })
-        );
+        assert_eq!(o.try_lock(Expect::Free), Err(LockFail::Changed { found: snap.header }));
         assert_eq!(
             o.try_lock(Expect::Version(Timestamp::from_nanos(4))),
             Err(LockFail::Changed { found: snap.header })
         );
-        let h = o
-            .try_lock(Expect::Version(Timestamp::from_nanos(5)))
-            .unwrap();
+        let h = o.try_lock(Expect::Version(Timestamp::from_nanos(5))).unwrap();
         assert!(!o.validate(snap.header));
         assert_eq!(o.read(&mut out, true), Err(ReadFail::Locked));
-        assert_eq!(
-            o.try_lock(Expect::NotAfter(Timestamp::from_nanos(9))),
-            Err(LockFail::Locked)
-        );
+        assert_eq!(o.try_lock(Expect::NotAfter(Timestamp::from_nanos(9))), Err(LockFail::Locked));
         o.unlock(h);
         assert!(o.validate(snap.header));
     }

@@ -48,10 +48,7 @@ impl Default for ThreadSlot {
 #[inline]
 pub(crate) fn bump(counter: &AtomicU64, n: u64) {
     // Relaxed: statistics only; single writer, readers tolerate staleness.
-    counter.store(
-        counter.load(Ordering::Relaxed).wrapping_add(n),
-        Ordering::Relaxed,
-    );
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
 /// Where workers return their slots.
@@ -68,6 +65,7 @@ pub(crate) struct Worker {
     pub(crate) reads: ReadSet,
     pub(crate) writes: WriteSet,
     pub(crate) scratch: Vec<u64>,
+    pub(crate) version_cursor: std::cell::Cell<crate::mvcc::Cursor>,
     pub(crate) rng: u64,
 }
 

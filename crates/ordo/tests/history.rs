@@ -1,10 +1,11 @@
 //! Randomised concurrent histories, checked by `ordo-check`: every isolation mode × the logical,
-//! system and skewed test clocks × contended and uncontended key sets. Aborted attempts are
+//! system and skewed test clocks × single and multi-version × contended and uncontended key
+//! sets. Aborted attempts are
 //! recorded and checked too (opacity).
 
 mod common;
 
-use ordo::{Config, Isolation, Options, Ordo};
+use ordo::{Config, Isolation, Options, Ordo, Versions};
 use ordo_check::{
     Recorder, check_opacity, check_serializable, check_snapshot_isolation,
     check_strict_snapshot_isolation,
@@ -12,22 +13,20 @@ use ordo_check::{
 use ordo_clock::{Clock, LogicalClock, SystemClock, TestClock, ThreadSkew};
 
 const THREADS: u32 = 4;
-const TXNS: usize = 1_000;
+const TXNS: usize = 500;
 
 /// Runs one configuration; returns the number of aborted attempts.
-fn check_mode<C: Clock>(clock: C, keys: usize, isolation: Isolation, seed: u64) -> usize {
-    let db = Ordo::with_clock(Config::default(), clock).unwrap();
+fn check_mode<C: Clock>(
+    clock: C,
+    versions: Versions,
+    keys: usize,
+    isolation: Isolation,
+    seed: u64,
+) -> usize {
+    let db = Ordo::with_clock(Config { versions, ..Config::default() }, clock).unwrap();
     let lists = common::make_lists(&db, keys);
     let rec = Recorder::new();
-    common::run_random(
-        &db,
-        &lists,
-        &rec,
-        THREADS,
-        TXNS,
-        Options::isolation(isolation),
-        seed,
-    );
+    common::run_random(&db, &lists, &rec, THREADS, TXNS, Options::isolation(isolation), seed);
     common::final_read(&db, &lists, &rec);
     let h = rec.history();
     let aborted = h.len() - h.committed();
@@ -38,11 +37,13 @@ fn check_mode<C: Clock>(clock: C, keys: usize, isolation: Isolation, seed: u64) 
         Isolation::Snapshot => check_snapshot_isolation(&h),
     };
     if let Err(v) = verdict {
-        panic!("{isolation:?} with {keys} keys: {v}");
+        panic!("{isolation:?}, {versions:?}, {keys} keys: {v}");
     }
-    assert!(
-        h.committed() > THREADS as usize * TXNS,
-        "every planned transaction committed"
+    let planned = THREADS as usize * TXNS + 1;
+    assert_eq!(
+        h.committed(),
+        planned,
+        "every planned transaction committed ({isolation:?}, {versions:?}, {keys} keys)"
     );
     aborted
 }
@@ -50,18 +51,18 @@ fn check_mode<C: Clock>(clock: C, keys: usize, isolation: Isolation, seed: u64) 
 fn all_modes<C: Clock>(make: impl Fn() -> C) {
     let mut contended_aborts = 0;
     for (i, isolation) in Isolation::ALL.into_iter().enumerate() {
-        for keys in [3, 40] {
-            let aborted = check_mode(make(), keys, isolation, 7 + i as u64 * 100 + keys as u64);
-            if keys == 3 {
-                contended_aborts += aborted;
+        for versions in [Versions::Single, Versions::Multi] {
+            for keys in [3, 40] {
+                let seed = 7 + i as u64 * 100 + keys as u64;
+                let aborted = check_mode(make(), versions, keys, isolation, seed);
+                if keys == 3 {
+                    contended_aborts += aborted;
+                }
             }
         }
     }
     // The histories are only evidence if attempts really raced.
-    assert!(
-        contended_aborts > 0,
-        "contended runs aborted no attempt: the test lost its power"
-    );
+    assert!(contended_aborts > 0, "contended runs aborted no attempt: the test lost its power");
 }
 
 #[test]

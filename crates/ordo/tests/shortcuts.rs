@@ -26,9 +26,7 @@ const GO: u8 = 2;
 
 impl Gate {
     const fn new() -> Self {
-        Gate {
-            state: AtomicU8::new(IDLE),
-        }
+        Gate { state: AtomicU8::new(IDLE) }
     }
     /// Called by the committer: announce the pause and wait for `release`.
     fn pause(&self) {
@@ -64,14 +62,8 @@ fn torn_read_script(
 ) -> ordo_check::History {
     let (db, lists) = db();
     let rec = Recorder::new();
-    let writer_options = Options {
-        shortcuts: writer_shortcuts,
-        ..Options::default()
-    };
-    let reader_options = Options {
-        shortcuts: reader_shortcuts,
-        ..Options::default()
-    };
+    let writer_options = Options { shortcuts: writer_shortcuts, ..Options::default() };
+    let reader_options = Options { shortcuts: reader_shortcuts, ..Options::default() };
     std::thread::scope(|s| {
         let writer = s.spawn(|| {
             let mut r = rec.begin(1);
@@ -114,14 +106,8 @@ fn reading_locked_objects_breaks_opacity() {
             GATE.pause();
         }
     }
-    let writer = Shortcuts {
-        hook: Some(hook),
-        ..Shortcuts::default()
-    };
-    let skip = Shortcuts {
-        skip_read_lock_check: true,
-        ..Shortcuts::default()
-    };
+    let writer = Shortcuts { hook: Some(hook), ..Shortcuts::default() };
+    let skip = Shortcuts { skip_read_lock_check: true, ..Shortcuts::default() };
 
     let h = torn_read_script(writer, skip, &GATE);
     let v = check_opacity(&h).expect_err("a read of a locked object must be caught");
@@ -139,19 +125,13 @@ fn waiting_before_locking_breaks_opacity() {
             GATE.pause();
         }
     }
-    let unsafe_writer = Shortcuts {
-        hook: Some(hook),
-        wait_before_lock: true,
-        ..Shortcuts::default()
-    };
+    let unsafe_writer =
+        Shortcuts { hook: Some(hook), wait_before_lock: true, ..Shortcuts::default() };
     let h = torn_read_script(unsafe_writer, Shortcuts::default(), &GATE);
     let v = check_opacity(&h).expect_err("a write timestamp drawn before locking must be caught");
     eprintln!("caught as expected: {v}");
 
-    let safe_writer = Shortcuts {
-        hook: Some(hook),
-        ..Shortcuts::default()
-    };
+    let safe_writer = Shortcuts { hook: Some(hook), ..Shortcuts::default() };
     let h = torn_read_script(safe_writer, Shortcuts::default(), &GATE);
     check_opacity(&h).expect("locking first keeps the snapshot consistent");
 }
@@ -160,10 +140,7 @@ fn waiting_before_locking_breaks_opacity() {
 fn write_skew(shortcuts: Shortcuts) -> ordo_check::History {
     let (db, lists) = db();
     let rec = Recorder::new();
-    let options = Options {
-        shortcuts,
-        ..Options::isolation(Isolation::StrictSerializable)
-    };
+    let options = Options { shortcuts, ..Options::isolation(Isolation::StrictSerializable) };
     let mut r1 = rec.begin(1);
     let mut r2 = rec.begin(2);
     let mut t1 = db.begin_with(options).unwrap();
@@ -191,12 +168,201 @@ fn write_skew(shortcuts: Shortcuts) -> ordo_check::History {
 
 #[test]
 fn skipping_validation_breaks_serializability() {
-    let h = write_skew(Shortcuts {
-        skip_validation: true,
-        ..Shortcuts::default()
-    });
+    let h = write_skew(Shortcuts { skip_validation: true, ..Shortcuts::default() });
     let v = check_serializable(&h).expect_err("write skew must be caught");
     eprintln!("caught as expected: {v}");
     let h = write_skew(Shortcuts::default());
     check_serializable(&h).expect("validation aborts one of the two");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Multi-version counterexamples of FaRMv2 §7.3. They need a clock with real uncertainty, so they
+// run on a scripted clock: the test says what `now()` returns, and `get_ts` "waits" by moving the
+// interval past the returned timestamp (running an optional action first: what other machines do
+// while this one waits). Every interval the script sets contains a plausible true time.
+
+mod script {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use ordo_clock::{Clock, ClockKind, Interval, Timestamp};
+
+    type Action = Box<dyn FnOnce() + Send>;
+
+    #[derive(Default)]
+    pub struct ScriptClock {
+        lo: AtomicU64,
+        hi: AtomicU64,
+        /// A time known to have passed: the end of the latest wait.
+        floor: AtomicU64,
+        during_wait: Mutex<Option<Action>>,
+    }
+
+    impl ScriptClock {
+        /// Sets the reading to `[lo, hi]`; if a wait already moved true time past `hi`, the
+        /// reading becomes `[floor, floor]` instead, so the script never lies about time.
+        pub fn set(&self, lo: u64, hi: u64) {
+            let floor = self.floor.load(Ordering::SeqCst);
+            let (lo, hi) = if hi < floor { (floor, floor) } else { (lo, hi) };
+            self.lo.store(lo, Ordering::SeqCst);
+            self.hi.store(hi, Ordering::SeqCst);
+        }
+        /// Runs `action` inside the next `get_ts`, before its wait completes.
+        pub fn during_next_wait(&self, action: impl FnOnce() + Send + 'static) {
+            *self.during_wait.lock().unwrap() = Some(Box::new(action));
+        }
+    }
+
+    impl Clock for ScriptClock {
+        fn now(&self) -> Interval {
+            Interval::new(
+                Timestamp::from_nanos(self.lo.load(Ordering::SeqCst)),
+                Timestamp::from_nanos(self.hi.load(Ordering::SeqCst)),
+            )
+        }
+        fn get_ts(&self) -> Timestamp {
+            let upper = self.hi.load(Ordering::SeqCst);
+            let action = self.during_wait.lock().unwrap().take();
+            if let Some(action) = action {
+                action();
+            }
+            if self.lo.load(Ordering::SeqCst) <= upper {
+                self.lo.store(upper + 1, Ordering::SeqCst);
+                self.hi.store(upper + 1, Ordering::SeqCst);
+            }
+            self.floor.fetch_max(upper + 1, Ordering::SeqCst);
+            Timestamp::from_nanos(upper)
+        }
+        fn boundary_nanos(&self) -> u64 {
+            0
+        }
+        fn kind(&self) -> ClockKind {
+            ClockKind::Test
+        }
+    }
+}
+
+type ScriptDb = Ordo<std::sync::Arc<script::ScriptClock>>;
+
+fn mv_db() -> (std::sync::Arc<script::ScriptClock>, ScriptDb, Vec<Addr>) {
+    let clock = std::sync::Arc::new(script::ScriptClock::default());
+    clock.set(1, 1);
+    let config = Config { versions: ordo::Versions::Multi, ..Config::default() };
+    let db = Ordo::with_clock(config, clock.clone()).unwrap();
+    let lists = common::make_lists(&db, 2); // A = lists[0], B = lists[1], both at version 2
+    (clock, db, lists)
+}
+
+fn record<C: ordo_clock::Clock>(
+    rec: &Recorder,
+    process: u32,
+    db: &Ordo<C>,
+    options: Options,
+    body: impl FnOnce(&mut ordo::Tx<'_, C>, &mut ordo_check::TxnRecorder<'_>) -> Result<(), Error>,
+) {
+    let mut r = rec.begin(process);
+    let mut tx = db.begin_with(options).unwrap();
+    match body(&mut tx, &mut r).and_then(|()| tx.commit().map(|_| ())) {
+        Ok(()) => r.commit(),
+        Err(Error::Aborted(_)) => r.abort(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn read_both<C: ordo_clock::Clock>(
+    lists: &[Addr],
+) -> impl FnOnce(&mut ordo::Tx<'_, C>, &mut ordo_check::TxnRecorder<'_>) -> Result<(), Error> + '_ {
+    move |tx, r| {
+        for (k, l) in lists.iter().enumerate() {
+            let v = read_list(tx, *l)?;
+            r.read_list(k as u64, &v);
+        }
+        Ok(())
+    }
+}
+
+/// FaRMv2 §7.3 verbatim: T1 (high uncertainty) does A <- B + 1 and unlocks while its write
+/// timestamp 9 is still in the future; T2 writes B at 7; T3 reads at 8 and sees B@7 but the old A.
+fn no_write_wait(skip: bool) -> ordo_check::History {
+    let (clock, db, lists) = mv_db();
+    let rec = Recorder::new();
+    let t1 = Options {
+        shortcuts: Shortcuts { skip_write_wait: skip, ..Shortcuts::default() },
+        ..Options::default()
+    };
+    clock.set(3, 3);
+    record(&rec, 1, &db, t1, |tx, r| {
+        let b = read_list(tx, lists[1])?;
+        r.read_list(1, &b);
+        append(tx, lists[0], 1)?;
+        r.append(0, 1);
+        clock.set(4, 9); // T1's machine is very uncertain when it commits
+        Ok(())
+    });
+    clock.set(6, 6);
+    record(&rec, 2, &db, Options::default(), |tx, r| {
+        append(tx, lists[1], 2)?;
+        r.append(1, 2);
+        Ok(())
+    });
+    clock.set(8, 8);
+    record(&rec, 3, &db, Options::default(), read_both(&lists));
+    clock.set(20, 20);
+    record(&rec, 4, &db, Options::default(), read_both(&lists));
+    rec.history()
+}
+
+#[test]
+fn skipping_the_write_wait_breaks_serializability_with_old_versions() {
+    let h = no_write_wait(true);
+    let v = check_serializable(&h).expect_err("FaRMv2 §7.3 counterexample must be caught");
+    eprintln!("caught as expected: {v}");
+    check_opacity(&no_write_wait(false)).expect("with the wait, T2 and T3 start after 9");
+}
+
+/// Validation overlapping the wait: T1 validates B, then waits out wts = 9; while it waits T2
+/// commits B@7. A non-strict reader at 8 then sees B@7 with the old A, although T1 (which read
+/// the old B) committed A@9.
+fn validation_during_wait(early: bool) -> ordo_check::History {
+    let (clock, db, lists) = mv_db();
+    let db2 = db.clone();
+    let lists2 = lists.clone();
+    let rec = std::sync::Arc::new(Recorder::new());
+    let rec2 = rec.clone();
+    let clock2 = clock.clone();
+    let t1 = Options {
+        shortcuts: Shortcuts { validate_before_wait: early, ..Shortcuts::default() },
+        ..Options::default()
+    };
+    clock.set(3, 3);
+    record(&rec, 1, &db, t1, |tx, r| {
+        let b = read_list(tx, lists[1])?;
+        r.read_list(1, &b);
+        append(tx, lists[0], 1)?;
+        r.append(0, 1);
+        clock.set(4, 9);
+        clock.during_next_wait(move || {
+            clock2.set(6, 6);
+            record(&rec2, 2, &db2, Options::default(), |tx, r| {
+                append(tx, lists2[1], 2)?;
+                r.append(1, 2);
+                Ok(())
+            });
+        });
+        Ok(())
+    });
+    clock.set(8, 12);
+    record(&rec, 3, &db, Options::isolation(Isolation::Serializable), read_both(&lists));
+    clock.set(20, 20);
+    record(&rec, 4, &db, Options::default(), read_both(&lists));
+    rec.history()
+}
+
+#[test]
+fn validating_during_the_wait_breaks_serializability_with_old_versions() {
+    let h = validation_during_wait(true);
+    let v = check_serializable(&h).expect_err("validation before the wait must be caught");
+    eprintln!("caught as expected: {v}");
+    check_serializable(&validation_during_wait(false))
+        .expect("validating after the wait aborts T1");
 }

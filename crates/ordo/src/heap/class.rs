@@ -74,10 +74,7 @@ pub(crate) struct Geometry {
 impl Geometry {
     pub(crate) fn of(class: usize) -> Geometry {
         let stride_words = 2 + CLASSES[class] as usize / 8;
-        Geometry {
-            stride_words,
-            slots: (SLAB_BYTES - SLAB_HEADER_BYTES) / (stride_words * 8),
-        }
+        Geometry { stride_words, slots: (SLAB_BYTES - SLAB_HEADER_BYTES) / (stride_words * 8) }
     }
 }
 

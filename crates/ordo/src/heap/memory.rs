@@ -29,11 +29,7 @@ impl RegionMemory {
         let map = memmap2::MmapOptions::new().len(bytes).map_anon()?;
         let words = map.as_ptr().cast::<AtomicU64>();
         debug_assert!(words.is_aligned(), "mappings are page aligned");
-        Ok(RegionMemory {
-            _map: map,
-            words,
-            len_words: bytes / 8,
-        })
+        Ok(RegionMemory { _map: map, words, len_words: bytes / 8 })
     }
 
     /// The region's words.

@@ -21,7 +21,7 @@
 //!   reads outside the region.
 
 mod class;
-mod memory;
+pub(crate) mod memory;
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -47,10 +47,7 @@ pub struct HeapConfig {
 
 impl Default for HeapConfig {
     fn default() -> Self {
-        HeapConfig {
-            region_bytes: 64 << 20,
-            regions_max: 1024,
-        }
+        HeapConfig { region_bytes: 64 << 20, regions_max: 1024 }
     }
 }
 
@@ -116,9 +113,7 @@ pub(crate) struct AllocCache {
 
 impl Default for AllocCache {
     fn default() -> Self {
-        AllocCache {
-            owned: [None; CLASS_COUNT],
-        }
+        AllocCache { owned: [None; CLASS_COUNT] }
     }
 }
 
@@ -151,9 +146,7 @@ impl Heap {
     }
 
     fn slab_meta(&self, id: SlabId) -> &SlabMeta {
-        let region = self
-            .region(id.region)
-            .expect("slab ids name existing regions");
+        let region = self.region(id.region).expect("slab ids name existing regions");
         &region.slabs[id.slab as usize]
     }
 
@@ -166,9 +159,7 @@ impl Heap {
         let slab = offset / SLAB_BYTES;
         let meta = region.slabs.get(slab).ok_or_else(bad)?;
         let layout = meta.layout.get().ok_or_else(bad)?;
-        let in_slab = (offset % SLAB_BYTES)
-            .checked_sub(SLAB_HEADER_BYTES)
-            .ok_or_else(bad)?;
+        let in_slab = (offset % SLAB_BYTES).checked_sub(SLAB_HEADER_BYTES).ok_or_else(bad)?;
         let stride_bytes = layout.geometry.stride_words * 8;
         if in_slab % stride_bytes != 0 || in_slab / stride_bytes >= layout.geometry.slots {
             return Err(bad());
@@ -184,10 +175,7 @@ impl Heap {
             Some(c) => c,
             None if len_bytes == 0 => return Err(Error::ZeroSize),
             None => {
-                return Err(Error::TooLarge {
-                    len_bytes,
-                    max_bytes: OBJECT_BYTES_MAX,
-                });
+                return Err(Error::TooLarge { len_bytes, max_bytes: OBJECT_BYTES_MAX });
             }
         };
         loop {
@@ -197,9 +185,7 @@ impl Heap {
                     return Ok(self.slot_addr(id, layout, slot));
                 }
                 // Full: abandon it. A free that lands after this store lists it again.
-                self.slab_meta(id)
-                    .state
-                    .store(SLAB_ABANDONED, Ordering::Release);
+                self.slab_meta(id).state.store(SLAB_ABANDONED, Ordering::Release);
                 cache.owned[class] = None;
                 // A free may have happened between take() and the store above without listing
                 // the slab; re-check once so such a slot is not stranded.
@@ -213,20 +199,12 @@ impl Heap {
 
     /// Returns the slot at `addr` to its slab's free set.
     pub(crate) fn release(&self, addr: Addr) {
-        let region = self
-            .region(addr.region())
-            .expect("released addresses were reserved");
+        let region = self.region(addr.region()).expect("released addresses were reserved");
         let offset = addr.offset() as usize;
         let slab = (offset / SLAB_BYTES) as u32;
-        let id = SlabId {
-            region: addr.region(),
-            slab,
-        };
+        let id = SlabId { region: addr.region(), slab };
         let meta = &region.slabs[slab as usize];
-        let layout = meta
-            .layout
-            .get()
-            .expect("released addresses lie in classed slabs");
+        let layout = meta.layout.get().expect("released addresses lie in classed slabs");
         let slot = (offset % SLAB_BYTES - SLAB_HEADER_BYTES) / (layout.geometry.stride_words * 8);
         layout.bitmap.put(slot);
         if meta.state.load(Ordering::Acquire) == SLAB_ABANDONED {
@@ -238,26 +216,15 @@ impl Heap {
         let meta = self.slab_meta(id);
         if meta
             .state
-            .compare_exchange(
-                SLAB_ABANDONED,
-                SLAB_LISTED,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
+            .compare_exchange(SLAB_ABANDONED, SLAB_LISTED, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            self.partial[class]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(id);
+            self.partial[class].lock().unwrap_or_else(|e| e.into_inner()).push(id);
         }
     }
 
     fn layout(&self, id: SlabId) -> &SlabLayout {
-        self.slab_meta(id)
-            .layout
-            .get()
-            .expect("owned slabs have a layout")
+        self.slab_meta(id).layout.get().expect("owned slabs have a layout")
     }
 
     fn slot_addr(&self, id: SlabId, layout: &SlabLayout, slot: usize) -> Addr {
@@ -270,20 +237,14 @@ impl Heap {
     /// Takes a listed partial slab of `class`, or gives a fresh slab that class.
     fn adopt_slab(&self, class: usize) -> Result<SlabId, Error> {
         {
-            let mut list = self.partial[class]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut list = self.partial[class].lock().unwrap_or_else(|e| e.into_inner());
             if let Some(id) = list.pop() {
-                self.slab_meta(id)
-                    .state
-                    .store(SLAB_OWNED, Ordering::Release);
+                self.slab_meta(id).state.store(SLAB_OWNED, Ordering::Release);
                 return Ok(id);
             }
         }
         let id = self.fresh_slab()?;
-        let region = self
-            .region(id.region)
-            .expect("fresh slabs name existing regions");
+        let region = self.region(id.region).expect("fresh slabs name existing regions");
         let geometry = Geometry::of(class);
         let meta = &region.slabs[id.slab as usize];
         let installed = meta.layout.set(SlabLayout {
@@ -315,18 +276,15 @@ impl Heap {
                 reason: e.to_string(),
             })?;
             let slab_count = bytes / SLAB_BYTES;
-            let region = Region {
-                memory,
-                slabs: (0..slab_count).map(|_| SlabMeta::default()).collect(),
-            };
+            let region =
+                Region { memory, slabs: (0..slab_count).map(|_| SlabMeta::default()).collect() };
             if self.regions[id].set(region).is_err() {
                 unreachable!("region ids are handed out under the fresh-slab lock");
             }
             self.region_count.store(id + 1, Ordering::Release);
-            fresh.extend((0..slab_count as u32).rev().map(|slab| SlabId {
-                region: id as u16,
-                slab,
-            }));
+            fresh.extend(
+                (0..slab_count as u32).rev().map(|slab| SlabId { region: id as u16, slab }),
+            );
         }
         Ok(fresh.pop().expect("refilled above"))
     }
@@ -335,9 +293,7 @@ impl Heap {
     pub(crate) fn abandon(&self, cache: &mut AllocCache) {
         for (class, owned) in cache.owned.iter_mut().enumerate() {
             if let Some(id) = owned.take() {
-                self.slab_meta(id)
-                    .state
-                    .store(SLAB_ABANDONED, Ordering::Release);
+                self.slab_meta(id).state.store(SLAB_ABANDONED, Ordering::Release);
                 if self.layout(id).bitmap.count_free() > 0 {
                     self.list_partial(id, class);
                 }
@@ -356,11 +312,7 @@ mod tests {
     use super::*;
 
     fn small() -> Heap {
-        Heap::new(HeapConfig {
-            region_bytes: 4 * SLAB_BYTES,
-            regions_max: 2,
-        })
-        .unwrap()
+        Heap::new(HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 2 }).unwrap()
     }
 
     #[test]
@@ -382,10 +334,7 @@ mod tests {
                 Err(e) => panic!("unexpected {e}"),
             }
         }
-        assert_eq!(
-            seen.len(),
-            8 * Geometry::of(class_for(200_000).unwrap()).slots
-        );
+        assert_eq!(seen.len(), 8 * Geometry::of(class_for(200_000).unwrap()).slots);
         let a = *seen.iter().next().unwrap();
         heap.release(a);
         assert_eq!(heap.reserve(&mut cache, 200_000).unwrap(), a);
@@ -400,23 +349,12 @@ mod tests {
             heap.reserve(&mut cache, OBJECT_BYTES_MAX + 1),
             Err(Error::TooLarge { .. })
         ));
-        for raw in [
-            0u64,
-            8,
-            64,
-            u64::MAX,
-            Addr::new(1, 64).to_raw(),
-            Addr::new(0, 1 << 40).to_raw(),
-        ] {
-            assert!(matches!(
-                heap.object(Addr::from_raw(raw)),
-                Err(Error::InvalidAddress { .. })
-            ));
+        for raw in
+            [0u64, 8, 64, u64::MAX, Addr::new(1, 64).to_raw(), Addr::new(0, 1 << 40).to_raw()]
+        {
+            assert!(matches!(heap.object(Addr::from_raw(raw)), Err(Error::InvalidAddress { .. })));
         }
-        let bad = HeapConfig {
-            region_bytes: 1000,
-            regions_max: 1,
-        };
+        let bad = HeapConfig { region_bytes: 1000, regions_max: 1 };
         assert!(matches!(Heap::new(bad), Err(Error::Config(_))));
     }
 }

@@ -57,11 +57,7 @@ pub(crate) fn commit<C: Clock, P: Participant>(
     writes: &mut WriteSet,
 ) -> Result<CommitInfo, Error> {
     if writes.is_empty() {
-        return Ok(CommitInfo {
-            rts,
-            wts: None,
-            write_wait_ns: 0,
-        });
+        return Ok(CommitInfo { rts, wts: None, write_wait_ns: 0 });
     }
     set_expectations(rts, reads, writes);
     writes.sort();
@@ -72,11 +68,7 @@ pub(crate) fn commit<C: Clock, P: Participant>(
     let shortcuts = Shortcuts::default();
 
     // Unsafe variant: the wait happens before the locks exist, so they are not held at wts.
-    let early_wts = if shortcuts.wait_before_lock {
-        Some(clock.get_ts())
-    } else {
-        None
-    };
+    let early_wts = if shortcuts.wait_before_lock { Some(clock.get_ts()) } else { None };
 
     shortcuts.step(Step::BeforeLock);
     if let Err(abort) = participant.lock(writes) {
@@ -103,10 +95,7 @@ pub(crate) fn commit<C: Clock, P: Participant>(
     };
     let write_wait_ns = clock.now().lo().nanos_since(wait_start);
     shortcuts.step(Step::WriteTimestamp);
-    debug_assert!(
-        wts >= rts,
-        "write timestamp {wts:?} before read timestamp {rts:?}"
-    );
+    debug_assert!(wts >= rts, "write timestamp {wts:?} before read timestamp {rts:?}");
 
     if validates && !shortcuts.validate_before_wait {
         if let Err(abort) = participant.validate(reads.entries(), writes) {
@@ -123,11 +112,7 @@ pub(crate) fn commit<C: Clock, P: Participant>(
     }
     participant.commit_primary(writes, wts);
     writes.clear();
-    Ok(CommitInfo {
-        rts,
-        wts: Some(wts),
-        write_wait_ns,
-    })
+    Ok(CommitInfo { rts, wts: Some(wts), write_wait_ns })
 }
 
 /// Step 2's requirement per written object: the version read, else not newer than `rts`.

@@ -67,24 +67,16 @@ impl<'db, C: Clock> Tx<'db, C> {
             .slot(worker.slot)
             .active_rts
             .store(rts.as_nanos(), std::sync::atomic::Ordering::Release);
-        Ok(Tx {
-            shared,
-            worker: Some(worker),
-            rts,
-            options,
-            doomed: None,
-            counted: false,
-        })
+        Ok(Tx { shared, worker: Some(worker), rts, options, doomed: None, counted: false })
     }
 
     fn w(&mut self) -> &mut Worker {
-        self.worker
-            .as_mut()
-            .expect("a live transaction holds its worker")
+        self.worker.as_mut().expect("a live transaction holds its worker")
     }
 
+    /// The participant for reads: reads never need old-version memory.
     fn participant(&self) -> LocalParticipant<'db> {
-        LocalParticipant::new(&self.shared.heap)
+        LocalParticipant::new(&self.shared.heap, None)
     }
 
     /// The read timestamp: every read sees the newest version at or before it.
@@ -148,18 +140,29 @@ impl<'db, C: Clock> Tx<'db, C> {
             Err(e) => return Err(e),
         };
         let version = snap.header.ts();
-        if version > rts {
-            return Err(self.doom(Abort::TooNew { addr, version, rts }));
-        }
+        let (header, len_bytes) = if version <= rts {
+            (snap.header, snap.len_bytes)
+        } else {
+            // Too new: multi-version mode walks to an older copy, unless the transaction will
+            // write and validates, so could never commit (eager validation, FaRMv2 §4.4).
+            let eager = self.options.isolation.validates_reads()
+                && (self.options.will_write || !self.w().writes.is_empty());
+            let shared = self.shared;
+            let old = match &shared.versions {
+                Some(arena) if !eager => arena.find(snap.ovp, rts, &mut self.w().scratch),
+                _ => None,
+            };
+            match old {
+                Some(old) => (old.header, old.len_bytes),
+                None => return Err(self.doom(Abort::TooNew { addr, version, rts })),
+            }
+        };
         let w = self.w();
-        w.reads.push(ReadEntry {
-            addr,
-            header: snap.header,
-        });
-        if !snap.header.is_allocated() {
+        w.reads.push(ReadEntry { addr, header });
+        if !header.is_allocated() {
             return Err(Error::NotAllocated { addr });
         }
-        Ok(f(words_as_bytes(&w.scratch, snap.len_bytes)))
+        Ok(f(words_as_bytes(&w.scratch, len_bytes)))
     }
 
     /// Reads a plain-data value. The object's size must be `size_of::<T>()`.
@@ -172,11 +175,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             if b.len() == want {
                 Ok(bytemuck::pod_read_unaligned(b))
             } else {
-                Err(Error::WrongSize {
-                    addr,
-                    len_bytes: b.len(),
-                    got_bytes: want,
-                })
+                Err(Error::WrongSize { addr, len_bytes: b.len(), got_bytes: want })
             }
         })?
     }
@@ -216,19 +215,10 @@ impl<'db, C: Clock> Tx<'db, C> {
         }
         let len_bytes = self.peek_len(addr)?;
         if len_bytes != bytes.len() {
-            return Err(Error::WrongSize {
-                addr,
-                len_bytes,
-                got_bytes: bytes.len(),
-            });
+            return Err(Error::WrongSize { addr, len_bytes, got_bytes: bytes.len() });
         }
         let rts = self.rts;
-        self.w().writes.push(
-            addr,
-            WriteKind::Update,
-            bytes,
-            crate::object::Expect::NotAfter(rts),
-        );
+        self.w().writes.push(addr, WriteKind::Update, bytes, crate::object::Expect::NotAfter(rts));
         Ok(())
     }
 
@@ -244,11 +234,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             Err(e) => return Err(e),
         };
         if snap.header.ts() > rts {
-            return Err(self.doom(Abort::TooNew {
-                addr,
-                version: snap.header.ts(),
-                rts,
-            }));
+            return Err(self.doom(Abort::TooNew { addr, version: snap.header.ts(), rts }));
         }
         if !snap.header.is_allocated() {
             return Err(Error::NotAllocated { addr });
@@ -267,8 +253,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         let shared = self.shared;
         let w = self.w();
         let addr = shared.heap.reserve(&mut w.alloc, bytes.len())?;
-        w.writes
-            .push(addr, WriteKind::Alloc, bytes, crate::object::Expect::Free);
+        w.writes.push(addr, WriteKind::Alloc, bytes, crate::object::Expect::Free);
         Ok(addr)
     }
 
@@ -290,12 +275,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         let rts = self.rts;
         // The freed version carries a zeroed payload of the object's length.
         let zeros = vec![0u8; len_bytes];
-        self.w().writes.push(
-            addr,
-            WriteKind::Free,
-            &zeros,
-            crate::object::Expect::NotAfter(rts),
-        );
+        self.w().writes.push(addr, WriteKind::Free, &zeros, crate::object::Expect::NotAfter(rts));
         Ok(())
     }
 
@@ -314,19 +294,11 @@ impl<'db, C: Clock> Tx<'db, C> {
         let shared = self.shared;
         let rts = self.rts;
         let options = self.options;
-        let participant = self.participant();
-        let w = self
-            .worker
-            .as_mut()
-            .expect("a live transaction holds its worker");
-        let outcome = commit::commit(
-            &shared.clock,
-            &participant,
-            rts,
-            &options,
-            &w.reads,
-            &mut w.writes,
-        );
+        let w = self.worker.as_mut().expect("a live transaction holds its worker");
+        let Worker { reads, writes, version_cursor, .. } = &mut **w;
+        let versions = shared.versions.as_ref().map(|arena| (arena, &*version_cursor));
+        let participant = LocalParticipant::new(&shared.heap, versions);
+        let outcome = commit::commit(&shared.clock, &participant, rts, &options, reads, writes);
         let slot = shared.slot(w.slot);
         match &outcome {
             Ok(info) if info.wts.is_some() => {
@@ -358,15 +330,14 @@ impl<C: Clock> Drop for Tx<'_, C> {
         let Some(mut w) = self.worker.take() else {
             return;
         };
-        LocalParticipant::new(&self.shared.heap).abort(&mut w.writes);
+        LocalParticipant::new(&self.shared.heap, None).abort(&mut w.writes);
         let slot = self.shared.slot(w.slot);
         if !self.counted {
             let reason = self.doomed.unwrap_or(Abort::Requested);
             bump(&slot.aborts[reason.kind() as usize], 1);
         }
         // Release: pairs with the GC's Acquire scan; the slot is idle again.
-        slot.active_rts
-            .store(worker::IDLE, std::sync::atomic::Ordering::Release);
+        slot.active_rts.store(worker::IDLE, std::sync::atomic::Ordering::Release);
         w.reads.clear();
         worker::put_cached(w);
     }

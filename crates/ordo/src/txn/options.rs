@@ -20,18 +20,12 @@ pub enum Isolation {
 impl Isolation {
     /// Whether reads are validated at commit (the serializable modes).
     pub fn validates_reads(self) -> bool {
-        matches!(
-            self,
-            Isolation::StrictSerializable | Isolation::Serializable
-        )
+        matches!(self, Isolation::StrictSerializable | Isolation::Serializable)
     }
 
     /// Whether the read timestamp waits out uncertainty (the strict modes).
     pub fn is_strict(self) -> bool {
-        matches!(
-            self,
-            Isolation::StrictSerializable | Isolation::StrictSnapshot
-        )
+        matches!(self, Isolation::StrictSerializable | Isolation::StrictSnapshot)
     }
 
     /// Every mode.
@@ -77,6 +71,9 @@ pub struct Options {
     /// How many attempts `Ordo::run_with` makes before giving up with
     /// [`crate::Error::RetriesExhausted`]. At least 1.
     pub retries_max: u32,
+    /// The transaction intends to write: in the serializable modes, reading an old version then
+    /// aborts at once (eager validation, FaRMv2 §4.4) instead of failing validation at commit.
+    pub will_write: bool,
     /// The unsafe shortcuts of the negative tests; all off by default.
     #[cfg(feature = "shortcuts")]
     pub shortcuts: Shortcuts,
@@ -87,6 +84,7 @@ impl Default for Options {
         Options {
             isolation: Isolation::default(),
             retries_max: RETRIES_MAX_DEFAULT,
+            will_write: false,
             #[cfg(feature = "shortcuts")]
             shortcuts: Shortcuts::default(),
         }
@@ -96,10 +94,7 @@ impl Default for Options {
 impl Options {
     /// Default options at `isolation`.
     pub fn isolation(isolation: Isolation) -> Self {
-        Options {
-            isolation,
-            ..Options::default()
-        }
+        Options { isolation, ..Options::default() }
     }
 }
 

@@ -8,9 +8,12 @@
 use ordo_clock::Timestamp;
 
 use super::set::{ReadEntry, WriteKind, WriteSet};
+use std::cell::Cell;
+
 use crate::addr::Addr;
 use crate::error::{Abort, Error};
 use crate::heap::Heap;
+use crate::mvcc::{Cursor, VersionArena};
 use crate::object::{LockFail, ReadFail, Snapshot};
 
 /// The owner of objects, as seen by a transaction coordinator.
@@ -37,14 +40,18 @@ pub trait Participant {
     fn abort(&self, writes: &mut WriteSet);
 }
 
-/// The in-process participant: the heap itself.
+/// The in-process participant: the heap itself, plus old-version memory in multi-version mode.
 pub struct LocalParticipant<'h> {
     heap: &'h Heap,
+    versions: Option<(&'h VersionArena, &'h Cell<Cursor>)>,
 }
 
 impl<'h> LocalParticipant<'h> {
-    pub(crate) fn new(heap: &'h Heap) -> Self {
-        LocalParticipant { heap }
+    pub(crate) fn new(
+        heap: &'h Heap,
+        versions: Option<(&'h VersionArena, &'h Cell<Cursor>)>,
+    ) -> Self {
+        LocalParticipant { heap, versions }
     }
 }
 
@@ -69,7 +76,18 @@ impl Participant for LocalParticipant<'_> {
                 break;
             };
             match obj.try_lock(e.expect) {
-                Ok(previous) => e.locked = Some(previous),
+                Ok(previous) => {
+                    e.locked = Some(previous);
+                    // Multi-version: keep the replaced head for older readers. A slot that never
+                    // held a version has nothing to keep. Exhausted memory truncates the history
+                    // (FaRMv2 §5.3 "truncate"): older readers of this object will abort.
+                    e.old_version = match self.versions {
+                        Some((arena, cursor)) if previous.raw() != 0 => {
+                            arena.copy_head(cursor, obj, previous).unwrap_or(0)
+                        }
+                        _ => 0,
+                    };
+                }
                 Err(LockFail::Locked) => {
                     failure = Some(Abort::LockBusy { addr: e.addr });
                     break;
@@ -94,11 +112,7 @@ impl Participant for LocalParticipant<'_> {
             if writes.find(r.addr).is_some() {
                 continue; // checked by the lock's `expect`
             }
-            let unchanged = self
-                .heap
-                .object(r.addr)
-                .map(|o| o.validate(r.header))
-                .unwrap_or(false);
+            let unchanged = self.heap.object(r.addr).map(|o| o.validate(r.header)).unwrap_or(false);
             if !unchanged {
                 return Err(Abort::Validation { addr: r.addr });
             }
@@ -113,17 +127,19 @@ impl Participant for LocalParticipant<'_> {
     fn commit_primary(&self, writes: &mut WriteSet, wts: Timestamp) {
         for i in 0..writes.len() {
             let e = writes.entries()[i];
-            let obj = self
-                .heap
-                .object(e.addr)
-                .expect("locked objects have valid addresses");
+            let obj = self.heap.object(e.addr).expect("locked objects have valid addresses");
             debug_assert!(e.locked.is_some(), "installing an unlocked object");
+            if e.old_version != 0 {
+                if let Some((arena, _)) = self.versions {
+                    arena.note_commit(e.old_version, wts);
+                }
+            }
             match e.kind {
                 WriteKind::Update | WriteKind::Alloc => {
-                    obj.install(wts, true, e.len_bytes, 0, writes.data(&e));
+                    obj.install(wts, true, e.len_bytes, e.old_version, writes.data(&e));
                 }
                 WriteKind::Free => {
-                    obj.install(wts, false, e.len_bytes, 0, writes.data(&e));
+                    obj.install(wts, false, e.len_bytes, e.old_version, writes.data(&e));
                     self.heap.release(e.addr);
                 }
             }

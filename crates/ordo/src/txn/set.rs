@@ -42,6 +42,8 @@ pub struct WriteEntry {
     pub expect: Expect,
     /// The header replaced by the lock, while locked.
     pub locked: Option<Header>,
+    /// The OVP of the copy of the replaced head (multi-version mode; 0 = none).
+    pub old_version: u64,
     data_start: usize,
 }
 
@@ -106,12 +108,12 @@ impl WriteSet {
             len_bytes: bytes.len(),
             expect,
             locked: None,
+            old_version: 0,
             data_start,
         });
         if self.entries.len() > INDEX_THRESHOLD {
             if self.index.is_empty() {
-                self.index
-                    .extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
+                self.index.extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
             } else {
                 self.index.insert(addr, self.entries.len() - 1);
             }
@@ -151,8 +153,7 @@ impl WriteSet {
         self.entries.sort_unstable_by_key(|e| e.addr);
         if !self.index.is_empty() {
             self.index.clear();
-            self.index
-                .extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
+            self.index.extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
         }
     }
 }
@@ -235,19 +236,11 @@ mod tests {
         let mut ws = WriteSet::default();
         let e = Expect::NotAfter(Timestamp::ZERO);
         for i in 1..=40u64 {
-            ws.push(
-                Addr::new(0, i * 64),
-                WriteKind::Update,
-                &i.to_le_bytes()[..5],
-                e,
-            );
+            ws.push(Addr::new(0, i * 64), WriteKind::Update, &i.to_le_bytes()[..5], e);
         }
         for i in 1..=40u64 {
             let k = ws.find(Addr::new(0, i * 64)).unwrap();
-            assert_eq!(
-                words_as_bytes(ws.data(&ws.entries()[k]), 5),
-                &i.to_le_bytes()[..5]
-            );
+            assert_eq!(words_as_bytes(ws.data(&ws.entries()[k]), 5), &i.to_le_bytes()[..5]);
         }
         let k = ws.find(Addr::new(0, 64)).unwrap();
         ws.overwrite(k, &[9, 9, 9, 9, 9]);

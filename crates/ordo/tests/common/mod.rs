@@ -15,21 +15,15 @@ pub const CAP: usize = 1_000;
 
 /// Creates `n` empty lists.
 pub fn make_lists<C: Clock>(db: &Ordo<C>, n: usize) -> Vec<Addr> {
-    db.run(|tx| {
-        (0..n)
-            .map(|_| tx.alloc_bytes(&vec![0u8; 8 * (CAP + 1)]))
-            .collect()
-    })
-    .expect("creating lists")
+    db.run(|tx| (0..n).map(|_| tx.alloc_bytes(&vec![0u8; 8 * (CAP + 1)])).collect())
+        .expect("creating lists")
 }
 
 /// Reads a list object.
 pub fn read_list<C: Clock>(tx: &mut Tx<'_, C>, addr: Addr) -> Result<Vec<u64>, Error> {
     tx.read_with(addr, |b| {
-        let words: Vec<u64> = b
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
+        let words: Vec<u64> =
+            b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
         let len = (words[0] as usize).min(CAP);
         words[1..=len].to_vec()
     })
@@ -137,18 +131,17 @@ pub fn run_random<C: Clock>(
                     let ops: Vec<Op> = (0..n)
                         .map(|_| {
                             let k = rng.random_range(0..keys.len());
-                            if rng.random_bool(0.5) {
-                                Op::Read(k)
-                            } else {
-                                Op::Append(k)
-                            }
+                            if rng.random_bool(0.5) { Op::Read(k) } else { Op::Append(k) }
                         })
                         .collect();
-                    for _ in 0..1_000 {
+                    for i in 0..10_000u32 {
                         if attempt(db, keys, rec, t, options, &ops, &mut next_value) {
                             break;
                         }
-                        std::thread::yield_now();
+                        // Randomised exponential back-off, as `Ordo::run` does.
+                        let ceiling_us = 1u64 << i.min(10);
+                        let pause = rng.random_range(0..ceiling_us);
+                        std::thread::sleep(std::time::Duration::from_micros(pause));
                     }
                 }
             });
@@ -160,8 +153,5 @@ pub fn run_random<C: Clock>(
 pub fn final_read<C: Clock>(db: &Ordo<C>, keys: &[Addr], rec: &Recorder) {
     let ops: Vec<Op> = (0..keys.len()).map(Op::Read).collect();
     let mut v = 0;
-    assert!(
-        attempt(db, keys, rec, 999, Options::default(), &ops, &mut v),
-        "final read"
-    );
+    assert!(attempt(db, keys, rec, 999, Options::default(), &ops, &mut v), "final read");
 }
