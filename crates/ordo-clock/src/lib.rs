@@ -8,17 +8,51 @@
 //! every other crate uses, and its implementations:
 //!
 //! * [`LogicalClock`] — the contended atomic counter baseline;
-//! * `OrdoClock` — the invariant counter with the calibrated boundary;
-//! * `SystemClock` — `CLOCK_MONOTONIC`, used when the counter is not invariant;
-//! * `TestClock` — per-thread skew and drift injected by tests.
+//! * [`OrdoClock`] — the invariant counter ([`counter`]) with the calibrated boundary
+//!   ([`mod@calibrate`], cached by [`cache`]);
+//! * [`SystemClock`] — `CLOCK_MONOTONIC`, used when the counter is not invariant;
+//! * [`TestClock`] — per-thread skew and drift injected by tests;
+//! * [`AnyClock`] — any of them, chosen at run time from a [`ClockChoice`].
 //!
 //! `get_ts` is FaRMv2's `GET_TS` and ORDO's `new_time`; `Interval::cmp_time` is ORDO's
 //! `cmp_time` with its *uncertain* answer.
+//!
+//! ```
+//! use ordo_clock::{Clock, LogicalClock, TestClock};
+//!
+//! let logical = LogicalClock::new();
+//! assert!(logical.get_ts() < logical.get_ts());
+//!
+//! let test = TestClock::new(1_000); // claims a 1 µs boundary
+//! let reading = test.now();
+//! assert_eq!(reading.width_nanos(), 1_000);
+//! ```
 
+mod any;
+pub mod cache;
+pub mod calibrate;
 mod clock;
+pub mod cores;
+pub mod counter;
+pub mod handshake;
 mod logical;
+mod ordo;
+mod sync;
+mod system;
+mod test_clock;
 mod time;
 
+pub use any::{AnyClock, ClockChoice, ClockDescription, OpenedClock, UnknownClock};
+pub use cache::{
+    CacheWarning, CalibrationCache, CalibrationOutcome, CalibrationSource, load_or_calibrate,
+};
+pub use calibrate::{CalibrateError, CalibrateOptions, Calibration, PairOffset, calibrate};
 pub use clock::{Clock, ClockKind};
+pub use counter::{Counter, CounterError, CounterInfo, CounterKind, FrequencySource, Invariance};
 pub use logical::LogicalClock;
+pub use ordo::{OrdoClock, OrdoDetection, OrdoError};
+pub use system::SystemClock;
+pub use test_clock::{
+    DEFAULT_START_NANOS, DRIFT_PPM_MIN, Reference, TestClock, TestClockBuilder, ThreadSkew,
+};
 pub use time::{Interval, TimeOrder, Timestamp};

@@ -16,8 +16,9 @@ use std::fmt;
 ///
 /// Deliberately not a bare `u64`: arithmetic is limited to what the protocols need, and the
 /// raw value is reached only through [`Timestamp::as_nanos`].
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(u64);
 
