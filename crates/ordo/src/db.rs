@@ -7,8 +7,9 @@ use crossbeam_utils::CachePadded;
 use ordo_clock::Clock;
 
 use crate::error::{AbortKind, Error};
+use crate::gc::{GcRound, GcState};
 use crate::heap::{Heap, HeapConfig};
-use crate::mvcc::VersionArena;
+use crate::mvcc::{BudgetPolicy, VersionArena, VersionStats};
 use crate::txn::{Options, Tx};
 use crate::worker::{self, SlotHome, ThreadSlot, Worker};
 
@@ -39,6 +40,9 @@ impl std::str::FromStr for Versions {
     }
 }
 
+/// Microseconds between background GC rounds, by default.
+pub const GC_INTERVAL_US_DEFAULT: u64 = 1_000;
+
 /// Old-version blocks (1 MiB each) a database may use, by default (1 GiB).
 pub const VERSION_BLOCKS_MAX_DEFAULT: usize = 1024;
 
@@ -51,6 +55,11 @@ pub struct Config {
     pub versions: Versions,
     /// The most 1 MiB old-version blocks (multi-version mode).
     pub version_blocks_max: usize,
+    /// What a commit does when old-version memory is exhausted.
+    pub version_budget: BudgetPolicy,
+    /// Microseconds between background GC rounds (multi-version mode); 0 runs no background
+    /// thread (call [`Ordo::collect_garbage`]).
+    pub gc_interval_us: u64,
     /// The most threads that may hold a transaction slot at once.
     pub threads_max: usize,
     /// Options used by [`Ordo::run`] and [`Ordo::begin`].
@@ -63,6 +72,8 @@ impl Default for Config {
             heap: HeapConfig::default(),
             versions: Versions::default(),
             version_blocks_max: VERSION_BLOCKS_MAX_DEFAULT,
+            version_budget: BudgetPolicy::default(),
+            gc_interval_us: GC_INTERVAL_US_DEFAULT,
             threads_max: THREADS_MAX_DEFAULT,
             options: Options::default(),
         }
@@ -99,6 +110,7 @@ pub(crate) struct Shared<C> {
     pub(crate) clock: C,
     pub(crate) heap: Heap,
     pub(crate) versions: Option<VersionArena>,
+    pub(crate) gc: GcState,
     pub(crate) config: Config,
     slots: Box<[CachePadded<ThreadSlot>]>,
     free_slots: Mutex<Vec<usize>>,
@@ -109,6 +121,9 @@ impl<C: Clock> SlotHome for Shared<C> {
     fn release_worker(&self, worker: &mut Worker) {
         self.slots[worker.slot].active_rts.store(worker::IDLE, Ordering::Release);
         self.heap.abandon(&mut worker.alloc);
+        if let Some(v) = &self.versions {
+            v.retire(&worker.version_cursor);
+        }
         self.free_slots.lock().unwrap_or_else(|e| e.into_inner()).push(worker.slot);
     }
 }
@@ -178,6 +193,11 @@ impl<C: Clock> Ordo<C> {
         if config.threads_max == 0 {
             return Err(Error::Config("threads_max must be at least 1".into()));
         }
+        if config.versions == Versions::Multi && config.version_blocks_max == 0 {
+            return Err(Error::Config(
+                "version_blocks_max = 0 leaves multi-version mode no old-version memory".into(),
+            ));
+        }
         if config.options.retries_max == 0 {
             return Err(Error::Config("options.retries_max must be at least 1".into()));
         }
@@ -189,13 +209,19 @@ impl<C: Clock> Ordo<C> {
             heap,
             versions: match config.versions {
                 Versions::Single => None,
-                Versions::Multi => Some(VersionArena::new(config.version_blocks_max)),
+                Versions::Multi => {
+                    Some(VersionArena::new(config.version_blocks_max, config.version_budget))
+                }
             },
+            gc: GcState::default(),
             config,
             slots: (0..threads_max).map(|_| CachePadded::new(ThreadSlot::default())).collect(),
             free_slots: Mutex::new((0..threads_max).rev().collect()),
             weak_self: weak.clone() as Weak<dyn SlotHome>,
         });
+        if shared.versions.is_some() && shared.config.gc_interval_us > 0 {
+            spawn_gc(Arc::downgrade(&shared))?;
+        }
         Ok(Ordo { shared })
     }
 
@@ -307,13 +333,107 @@ impl<C: Clock> Ordo<C> {
         s
     }
 
-    /// Old-version blocks in use (multi-version mode).
-    pub fn version_blocks_in_use(&self) -> usize {
-        self.shared.versions.as_ref().map_or(0, |v| v.blocks_in_use())
+    /// Old-version memory counters (all zero in single-version mode).
+    pub fn version_stats(&self) -> VersionStats {
+        self.shared.versions.as_ref().map(|v| v.stats()).unwrap_or_default()
+    }
+
+    /// The GC safe point: stale snapshot reads below it are refused.
+    pub fn gc_point(&self) -> ordo_clock::Timestamp {
+        self.shared.gc.point()
+    }
+
+    /// GC rounds completed (background and explicit).
+    pub fn gc_rounds(&self) -> u64 {
+        self.shared.gc.rounds()
+    }
+
+    /// Runs one GC round now (see [`crate::gc`]-style docs on [`GcRound`]).
+    pub fn collect_garbage(&self) -> GcRound {
+        self.shared.gc_round()
+    }
+
+    /// Runs `f` in a read-only transaction at the stale snapshot `ts`, retrying on conflict.
+    ///
+    /// # Isolation
+    /// `f` sees exactly the state committed at or before `ts`. Several threads may read the same
+    /// snapshot. In single-version mode most stale reads abort; use multi-version mode.
+    ///
+    /// # Errors
+    /// [`Error::SnapshotTooOld`] when `ts` is below the GC safe point; [`Error::SnapshotInFuture`]
+    /// when `ts` does not pass within `SNAPSHOT_WAIT_MAX`; [`Error::ReadOnly`] for writes.
+    pub fn read_only_at<R, E, F>(&self, ts: ordo_clock::Timestamp, mut f: F) -> Result<R, E>
+    where
+        F: FnMut(&mut Tx<'_, C>) -> Result<R, E>,
+        E: From<Error>,
+    {
+        let options = self.shared.config.options;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut tx = Tx::begin_at(&self.shared, options, ts)?;
+            let last = match f(&mut tx) {
+                Ok(v) => match tx.commit() {
+                    Ok(_) => return Ok(v),
+                    Err(Error::Aborted(a)) => a,
+                    Err(e) => return Err(e.into()),
+                },
+                Err(user) => match tx.doomed() {
+                    Some(a) => a,
+                    None => return Err(user),
+                },
+            };
+            if attempt >= options.retries_max {
+                return Err(Error::RetriesExhausted { attempts: attempt, last }.into());
+            }
+            self.backoff(attempt);
+        }
     }
 
     /// Regions the heap has mapped so far.
     pub fn regions_in_use(&self) -> usize {
         self.shared.heap.region_count()
     }
+}
+
+impl<C: Clock> Shared<C> {
+    /// One GC round over this database's slots and old-version memory.
+    pub(crate) fn gc_round(&self) -> GcRound {
+        self.gc.round(
+            || {
+                self.slots
+                    .iter()
+                    // SeqCst: the scan half of the Dekker pattern in crate::gc.
+                    .map(|s| s.active_rts.load(Ordering::SeqCst))
+                    .filter(|&v| v != worker::IDLE)
+                    .min()
+                    .map(ordo_clock::Timestamp::from_nanos)
+            },
+            || self.clock.now().lo(),
+            |below| self.versions.as_ref().map_or(0, |v| v.collect(below)),
+        )
+    }
+}
+
+/// Starts the background GC thread; it stops when the database is dropped.
+fn spawn_gc<C: Clock>(shared: Weak<Shared<C>>) -> Result<(), Error> {
+    let interval = match shared.upgrade() {
+        Some(s) => std::time::Duration::from_micros(s.config.gc_interval_us),
+        None => return Ok(()),
+    };
+    std::thread::Builder::new()
+        .name("ordo-gc".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(interval);
+                match shared.upgrade() {
+                    Some(s) => {
+                        s.gc_round();
+                    }
+                    None => return,
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| Error::Config(format!("cannot start the GC thread: {e}")))
 }

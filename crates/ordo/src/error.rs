@@ -46,6 +46,13 @@ pub enum Abort {
         /// The object.
         addr: Addr,
     },
+    /// Old-version memory was exhausted at commit (budget policy `block` after its wait, or
+    /// `abort`).
+    #[error("old-version memory exhausted while committing object {addr}")]
+    VersionMemory {
+        /// The object.
+        addr: Addr,
+    },
     /// The caller asked for the abort (`Tx::abort`, or a closure requesting a retry).
     #[error("aborted by the application")]
     Requested,
@@ -64,18 +71,21 @@ pub enum AbortKind {
     WriteConflict,
     /// [`Abort::Validation`].
     Validation,
+    /// [`Abort::VersionMemory`].
+    VersionMemory,
     /// [`Abort::Requested`].
     Requested,
 }
 
 impl AbortKind {
     /// Every kind, in counter order.
-    pub const ALL: [AbortKind; 6] = [
+    pub const ALL: [AbortKind; 7] = [
         AbortKind::ReadLocked,
         AbortKind::TooNew,
         AbortKind::LockBusy,
         AbortKind::WriteConflict,
         AbortKind::Validation,
+        AbortKind::VersionMemory,
         AbortKind::Requested,
     ];
 
@@ -87,6 +97,7 @@ impl AbortKind {
             AbortKind::LockBusy => "lock-busy",
             AbortKind::WriteConflict => "write-conflict",
             AbortKind::Validation => "validation",
+            AbortKind::VersionMemory => "version-memory",
             AbortKind::Requested => "requested",
         }
     }
@@ -101,6 +112,7 @@ impl Abort {
             Abort::LockBusy { .. } => AbortKind::LockBusy,
             Abort::WriteConflict { .. } => AbortKind::WriteConflict,
             Abort::Validation { .. } => AbortKind::Validation,
+            Abort::VersionMemory { .. } => AbortKind::VersionMemory,
             Abort::Requested => AbortKind::Requested,
         }
     }
@@ -182,6 +194,35 @@ pub enum Error {
     /// The configuration is not usable.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A stale snapshot read below the GC safe point: its old versions may be gone.
+    #[error("snapshot at {ts:?} is older than the GC safe point {gc_point:?}")]
+    SnapshotTooOld {
+        /// The requested snapshot.
+        ts: Timestamp,
+        /// The safe point.
+        gc_point: Timestamp,
+    },
+    /// A stale snapshot read at a time that is not yet in the past.
+    #[error("snapshot at {ts:?} is in the future (clock reads {now_lo:?})")]
+    SnapshotInFuture {
+        /// The requested snapshot.
+        ts: Timestamp,
+        /// The clock's lower bound when the request gave up waiting.
+        now_lo: Timestamp,
+    },
+    /// A write, allocation or free inside a read-only transaction.
+    #[error("cannot modify object {addr} in a read-only transaction")]
+    ReadOnly {
+        /// The object.
+        addr: Addr,
+    },
+    /// A read reached recycled old-version memory: the GC passed a snapshot still in use. Never
+    /// happens unless the GC protocol is broken; the poison pattern makes it detectable.
+    #[error("old version of object {addr} was recycled while still readable")]
+    VersionRecycled {
+        /// The object.
+        addr: Addr,
+    },
     /// A map key longer than [`crate::map::KEY_BYTES_MAX`].
     #[error("map key of {len_bytes} bytes exceeds the limit of {max_bytes} bytes")]
     KeyTooLarge {

@@ -31,6 +31,8 @@ mod db;
 #[cfg(not(loom))]
 mod error;
 #[cfg(not(loom))]
+mod gc;
+#[cfg(not(loom))]
 pub mod heap;
 #[cfg(not(loom))]
 pub mod map;
@@ -46,8 +48,15 @@ mod worker;
 #[cfg(not(loom))]
 pub use addr::Addr;
 #[cfg(not(loom))]
-pub use db::{Config, Ordo, Stats, THREADS_MAX_DEFAULT, VERSION_BLOCKS_MAX_DEFAULT, Versions};
+pub use db::{
+    Config, GC_INTERVAL_US_DEFAULT, Ordo, Stats, THREADS_MAX_DEFAULT, VERSION_BLOCKS_MAX_DEFAULT,
+    Versions,
+};
 #[cfg(not(loom))]
 pub use error::{Abort, AbortKind, Error};
+#[cfg(not(loom))]
+pub use gc::GcRound;
+#[cfg(not(loom))]
+pub use mvcc::{BLOCK_WAIT_MAX, BudgetPolicy, VersionStats};
 #[cfg(not(loom))]
 pub use txn::{CommitInfo, Isolation, Options, Tx};

@@ -65,7 +65,7 @@ pub(crate) struct Worker {
     pub(crate) reads: ReadSet,
     pub(crate) writes: WriteSet,
     pub(crate) scratch: Vec<u64>,
-    pub(crate) version_cursor: std::cell::Cell<crate::mvcc::Cursor>,
+    pub(crate) version_cursor: std::cell::RefCell<crate::mvcc::Cursor>,
     pub(crate) rng: u64,
 }
 

@@ -16,25 +16,12 @@ fn bad_sizes_are_typed_errors() {
     let big = vec![0u8; ordo::heap::OBJECT_BYTES_MAX + 1];
     assert!(matches!(tx.alloc_bytes(&big), Err(Error::TooLarge { .. })));
     let a = tx.alloc(&7u64).unwrap();
-    assert!(matches!(
-        tx.write(a, &1u32),
-        Err(Error::WrongSize {
-            len_bytes: 8,
-            got_bytes: 4,
-            ..
-        })
-    ));
+    assert!(matches!(tx.write(a, &1u32), Err(Error::WrongSize { len_bytes: 8, got_bytes: 4, .. })));
     assert!(matches!(tx.read::<u32>(a), Err(Error::WrongSize { .. })));
     tx.commit().unwrap();
     db.run(|tx| {
-        assert!(matches!(
-            tx.write_bytes(a, &[1, 2, 3]),
-            Err(Error::WrongSize { .. })
-        ));
-        assert!(matches!(
-            tx.read::<[u64; 2]>(a),
-            Err(Error::WrongSize { .. })
-        ));
+        assert!(matches!(tx.write_bytes(a, &[1, 2, 3]), Err(Error::WrongSize { .. })));
+        assert!(matches!(tx.read::<[u64; 2]>(a), Err(Error::WrongSize { .. })));
         Ok::<_, Error>(())
     })
     .unwrap();
@@ -46,21 +33,11 @@ fn bad_addresses_are_typed_errors() {
     let db = db();
     let a = db.run(|tx| tx.alloc(&1u64)).unwrap();
     let mut tx = db.begin().unwrap();
-    for bad in [
-        Addr::NULL,
-        Addr::from_raw(a.to_raw() + 8),
-        Addr::new(999, 64),
-        Addr::from_raw(u64::MAX),
-    ] {
-        assert_eq!(
-            tx.read::<u64>(bad),
-            Err(Error::InvalidAddress { addr: bad }),
-            "{bad}"
-        );
-        assert_eq!(
-            tx.write(bad, &1u64),
-            Err(Error::InvalidAddress { addr: bad })
-        );
+    for bad in
+        [Addr::NULL, Addr::from_raw(a.to_raw() + 8), Addr::new(999, 64), Addr::from_raw(u64::MAX)]
+    {
+        assert_eq!(tx.read::<u64>(bad), Err(Error::InvalidAddress { addr: bad }), "{bad}");
+        assert_eq!(tx.write(bad, &1u64), Err(Error::InvalidAddress { addr: bad }));
         assert_eq!(tx.free(bad), Err(Error::InvalidAddress { addr: bad }));
     }
     drop(tx);
@@ -69,25 +46,13 @@ fn bad_addresses_are_typed_errors() {
     let mut tx = db.begin().unwrap();
     let never = tx.alloc(&5u64).unwrap();
     tx.abort();
-    assert_eq!(
-        db.run(|tx| tx.read::<u64>(never)),
-        Err(Error::NotAllocated { addr: never })
-    );
+    assert_eq!(db.run(|tx| tx.read::<u64>(never)), Err(Error::NotAllocated { addr: never }));
 
     // A freed object reads as not allocated, and cannot be freed or written again.
     db.run(|tx| tx.free(a)).unwrap();
-    assert_eq!(
-        db.run(|tx| tx.read::<u64>(a)),
-        Err(Error::NotAllocated { addr: a })
-    );
-    assert_eq!(
-        db.run(|tx| tx.free(a)),
-        Err(Error::NotAllocated { addr: a })
-    );
-    assert_eq!(
-        db.run(|tx| tx.write(a, &2u64)),
-        Err(Error::NotAllocated { addr: a })
-    );
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)), Err(Error::NotAllocated { addr: a }));
+    assert_eq!(db.run(|tx| tx.free(a)), Err(Error::NotAllocated { addr: a }));
+    assert_eq!(db.run(|tx| tx.write(a, &2u64)), Err(Error::NotAllocated { addr: a }));
 }
 
 #[test]
@@ -139,10 +104,7 @@ fn retries_are_bounded_and_report_the_last_abort() {
     let a = db.run(|tx| tx.alloc(&0u64)).unwrap();
     // A reader at an old snapshot that writes is doomed once a newer version exists.
     let mut attempts = 0;
-    let options = Options {
-        retries_max: 3,
-        ..Options::isolation(Isolation::Serializable)
-    };
+    let options = Options { retries_max: 3, ..Options::isolation(Isolation::Serializable) };
     let r: Result<(), Error> = db.run_with(options, |tx| {
         attempts += 1;
         let v: u64 = tx.read(a)?;
@@ -153,13 +115,7 @@ fn retries_are_bounded_and_report_the_last_abort() {
     assert_eq!(attempts, 3);
     // The write itself sees the newer head and aborts early (it could never commit).
     assert!(
-        matches!(
-            r,
-            Err(Error::RetriesExhausted {
-                attempts: 3,
-                last: Abort::TooNew { .. }
-            })
-        ),
+        matches!(r, Err(Error::RetriesExhausted { attempts: 3, last: Abort::TooNew { .. } })),
         "{r:?}"
     );
     let s = db.stats();
@@ -171,9 +127,7 @@ fn retries_are_bounded_and_report_the_last_abort() {
 fn doomed_attempts_stay_doomed() {
     let db = db();
     let a = db.run(|tx| tx.alloc(&0u64)).unwrap();
-    let mut old = db
-        .begin_with(Options::isolation(Isolation::Serializable))
-        .unwrap();
+    let mut old = db.begin_with(Options::isolation(Isolation::Serializable)).unwrap();
     db.run(|tx| tx.write(a, &1u64)).unwrap();
     db.run(|tx| tx.write(a, &2u64)).unwrap();
     let mut fresh = db.begin().unwrap();
@@ -189,16 +143,7 @@ fn doomed_attempts_stay_doomed() {
 fn bad_config_is_rejected() {
     let mut c = Config::default();
     c.heap.region_bytes = 12345;
-    assert!(matches!(
-        Ordo::with_clock(c, LogicalClock::new()),
-        Err(Error::Config(_))
-    ));
-    let c = Config {
-        threads_max: 0,
-        ..Config::default()
-    };
-    assert!(matches!(
-        Ordo::with_clock(c, LogicalClock::new()),
-        Err(Error::Config(_))
-    ));
+    assert!(matches!(Ordo::with_clock(c, LogicalClock::new()), Err(Error::Config(_))));
+    let c = Config { threads_max: 0, ..Config::default() };
+    assert!(matches!(Ordo::with_clock(c, LogicalClock::new()), Err(Error::Config(_))));
 }

@@ -27,10 +27,7 @@ fn counter_never_loses_an_increment<C: Clock>(clock: C) {
             });
         }
     });
-    assert_eq!(
-        db.run(|tx| tx.read::<u64>(counter)).unwrap(),
-        THREADS as u64 * per_thread
-    );
+    assert_eq!(db.run(|tx| tx.read::<u64>(counter)).unwrap(), THREADS as u64 * per_thread);
     assert_eq!(db.stats().commits, THREADS as u64 * per_thread + 1);
 }
 
@@ -50,9 +47,8 @@ fn counter_system() {
 fn every_attempt_sees_a_consistent_snapshot() {
     for isolation in Isolation::ALL {
         let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
-        let accounts: Vec<Addr> = db
-            .run(|tx| (0..16).map(|_| tx.alloc(&100i64)).collect())
-            .unwrap();
+        let accounts: Vec<Addr> =
+            db.run(|tx| (0..16).map(|_| tx.alloc(&100i64)).collect()).unwrap();
         let total: i64 = 1600;
         let stop = AtomicBool::new(false);
         let options = Options::isolation(isolation);
@@ -107,12 +103,7 @@ fn every_attempt_sees_a_consistent_snapshot() {
             }
         });
         let sum: i64 = db
-            .run(|tx| {
-                accounts
-                    .iter()
-                    .map(|a| tx.read::<i64>(*a))
-                    .sum::<Result<i64, _>>()
-            })
+            .run(|tx| accounts.iter().map(|a| tx.read::<i64>(*a)).sum::<Result<i64, _>>())
             .unwrap();
         if isolation.validates_reads() {
             assert_eq!(sum, total, "{isolation:?}");

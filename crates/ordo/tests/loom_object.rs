@@ -10,11 +10,7 @@ use ordo::object::{Expect, HEADER_WORDS, ObjectRef, ReadFail};
 use ordo_clock::Timestamp;
 
 fn slot(payload_words: usize) -> Arc<Vec<AtomicU64>> {
-    Arc::new(
-        (0..HEADER_WORDS + payload_words)
-            .map(|_| AtomicU64::new(0))
-            .collect(),
-    )
+    Arc::new((0..HEADER_WORDS + payload_words).map(|_| AtomicU64::new(0)).collect())
 }
 
 fn ts(n: u64) -> Timestamp {

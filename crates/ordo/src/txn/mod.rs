@@ -17,6 +17,7 @@ pub mod set;
 use bytemuck::Pod;
 use ordo_clock::{Clock, Timestamp};
 
+pub use crate::gc::GcRound;
 pub use commit::CommitInfo;
 pub use options::{BACKOFF_US_MAX, Isolation, Options, RETRIES_MAX_DEFAULT};
 #[cfg(feature = "shortcuts")]
@@ -50,7 +51,12 @@ pub struct Tx<'db, C: Clock> {
     doomed: Option<Abort>,
     /// Whether the outcome has been counted in the thread's statistics.
     counted: bool,
+    /// A stale snapshot read: writes are refused.
+    read_only: bool,
 }
+
+/// The longest `read_only_at` waits for a snapshot time to pass.
+pub const SNAPSHOT_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<'db, C: Clock> Tx<'db, C> {
     pub(crate) fn begin(shared: &'db Shared<C>, options: Options) -> Result<Self, Error> {
@@ -62,12 +68,81 @@ impl<'db, C: Clock> Tx<'db, C> {
         } else {
             shared.clock.now().lo()
         };
-        // Release: pairs with the Acquire loads of the GC's oldest-active-timestamp scan.
+        let rts = Self::register(shared, &worker, &options, rts);
+        Ok(Tx {
+            shared,
+            worker: Some(worker),
+            rts,
+            options,
+            doomed: None,
+            counted: false,
+            read_only: false,
+        })
+    }
+
+    /// Publishes `rts` in the thread's slot, then raises it to the GC safe point if it is
+    /// behind (see `crate::gc` for why this order cannot be missed by a GC round).
+    #[inline]
+    fn register(
+        shared: &Shared<C>,
+        worker: &Worker,
+        options: &Options,
+        rts: Timestamp,
+    ) -> Timestamp {
+        #[cfg(feature = "shortcuts")]
+        if options.shortcuts.skip_registration {
+            return rts;
+        }
+        let _ = options;
+        // SeqCst: store-then-load against the GC's publish-then-scan (Dekker, crate::gc).
         shared
             .slot(worker.slot)
             .active_rts
-            .store(rts.as_nanos(), std::sync::atomic::Ordering::Release);
-        Ok(Tx { shared, worker: Some(worker), rts, options, doomed: None, counted: false })
+            .store(rts.as_nanos(), std::sync::atomic::Ordering::SeqCst);
+        rts.max(shared.gc.point())
+    }
+
+    /// Begins a read-only transaction at the stale snapshot `ts` (FaRMv2 §4.6).
+    pub(crate) fn begin_at(
+        shared: &'db Shared<C>,
+        options: Options,
+        ts: Timestamp,
+    ) -> Result<Self, Error> {
+        // A snapshot at `ts <= now().lo` is safe: any writer still to draw a timestamp will draw
+        // one above the true time, which is at least `now().lo`, and any writer that drew one
+        // at or below `ts` holds its locks until it is installed.
+        let now_lo = shared.clock.now().lo();
+        if ts > now_lo {
+            // Not yet reached: wait (bounded) until it is.
+            let deadline = std::time::Instant::now() + SNAPSHOT_WAIT_MAX;
+            while shared.clock.now().lo() < ts {
+                if std::time::Instant::now() > deadline {
+                    return Err(Error::SnapshotInFuture { ts, now_lo: shared.clock.now().lo() });
+                }
+                std::hint::spin_loop();
+            }
+        }
+        let mut worker = shared.worker()?;
+        worker.reads.clear();
+        worker.writes.clear();
+        let slot = shared.slot(worker.slot);
+        // SeqCst: as in register().
+        slot.active_rts.store(ts.as_nanos(), std::sync::atomic::Ordering::SeqCst);
+        let gc_point = shared.gc.point();
+        if ts < gc_point {
+            slot.active_rts.store(worker::IDLE, std::sync::atomic::Ordering::Release);
+            worker::put_cached(worker);
+            return Err(Error::SnapshotTooOld { ts, gc_point });
+        }
+        Ok(Tx {
+            shared,
+            worker: Some(worker),
+            rts: ts,
+            options,
+            doomed: None,
+            counted: false,
+            read_only: true,
+        })
     }
 
     fn w(&mut self) -> &mut Worker {
@@ -149,12 +224,15 @@ impl<'db, C: Clock> Tx<'db, C> {
                 && (self.options.will_write || !self.w().writes.is_empty());
             let shared = self.shared;
             let old = match &shared.versions {
-                Some(arena) if !eager => arena.find(snap.ovp, rts, &mut self.w().scratch),
+                Some(arena) if !eager => Some(arena.find(snap.ovp, rts, &mut self.w().scratch)),
                 _ => None,
             };
             match old {
-                Some(old) => (old.header, old.len_bytes),
-                None => return Err(self.doom(Abort::TooNew { addr, version, rts })),
+                Some(Ok(Some(old))) => (old.header, old.len_bytes),
+                Some(Err(crate::mvcc::Recycled)) => return Err(Error::VersionRecycled { addr }),
+                Some(Ok(None)) | None => {
+                    return Err(self.doom(Abort::TooNew { addr, version, rts }));
+                }
             }
         };
         let w = self.w();
@@ -198,6 +276,9 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// Buffers new bytes for `addr`; the length must match the object's.
     pub fn write_bytes(&mut self, addr: Addr, bytes: &[u8]) -> Result<(), Error> {
         self.check_live()?;
+        if self.read_only {
+            return Err(Error::ReadOnly { addr });
+        }
         if let Some(i) = self.w().writes.find(addr) {
             let e = self.w().writes.entries()[i];
             if e.kind == WriteKind::Free {
@@ -250,6 +331,9 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// Allocates an object holding `bytes` (1 byte to [`crate::heap::OBJECT_BYTES_MAX`]).
     pub fn alloc_bytes(&mut self, bytes: &[u8]) -> Result<Addr, Error> {
         self.check_live()?;
+        if self.read_only {
+            return Err(Error::ReadOnly { addr: Addr::NULL });
+        }
         let shared = self.shared;
         let w = self.w();
         let addr = shared.heap.reserve(&mut w.alloc, bytes.len())?;
@@ -260,6 +344,9 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// Frees the object at `addr` when this commits.
     pub fn free(&mut self, addr: Addr) -> Result<(), Error> {
         self.check_live()?;
+        if self.read_only {
+            return Err(Error::ReadOnly { addr });
+        }
         if let Some(i) = self.w().writes.find(addr) {
             match self.w().writes.entries()[i].kind {
                 WriteKind::Free => return Err(Error::NotAllocated { addr }),

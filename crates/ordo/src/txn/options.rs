@@ -113,6 +113,9 @@ pub struct Shortcuts {
     pub skip_read_lock_check: bool,
     /// Skip read validation in serializable modes.
     pub skip_validation: bool,
+    /// Do not register the read timestamp with the GC, so the GC may recycle old versions this
+    /// transaction still needs.
+    pub skip_registration: bool,
     /// Called at each step of the commit protocol, so a test can script an interleaving
     /// (for example, pause a committer between its write timestamp and its install).
     pub hook: Option<fn(CommitStep)>,
@@ -127,6 +130,7 @@ impl PartialEq for Shortcuts {
             && self.wait_before_lock == other.wait_before_lock
             && self.skip_read_lock_check == other.skip_read_lock_check
             && self.skip_validation == other.skip_validation
+            && self.skip_registration == other.skip_registration
             && self.hook.is_some() == other.hook.is_some()
     }
 }

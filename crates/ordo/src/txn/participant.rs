@@ -8,7 +8,7 @@
 use ordo_clock::Timestamp;
 
 use super::set::{ReadEntry, WriteKind, WriteSet};
-use std::cell::Cell;
+use std::cell::RefCell;
 
 use crate::addr::Addr;
 use crate::error::{Abort, Error};
@@ -43,13 +43,13 @@ pub trait Participant {
 /// The in-process participant: the heap itself, plus old-version memory in multi-version mode.
 pub struct LocalParticipant<'h> {
     heap: &'h Heap,
-    versions: Option<(&'h VersionArena, &'h Cell<Cursor>)>,
+    versions: Option<(&'h VersionArena, &'h RefCell<Cursor>)>,
 }
 
 impl<'h> LocalParticipant<'h> {
     pub(crate) fn new(
         heap: &'h Heap,
-        versions: Option<(&'h VersionArena, &'h Cell<Cursor>)>,
+        versions: Option<(&'h VersionArena, &'h RefCell<Cursor>)>,
     ) -> Self {
         LocalParticipant { heap, versions }
     }
@@ -83,7 +83,13 @@ impl Participant for LocalParticipant<'_> {
                     // (FaRMv2 §5.3 "truncate"): older readers of this object will abort.
                     e.old_version = match self.versions {
                         Some((arena, cursor)) if previous.raw() != 0 => {
-                            arena.copy_head(cursor, obj, previous).unwrap_or(0)
+                            match arena.copy_head(cursor, obj, previous) {
+                                Ok(ovp) => ovp,
+                                Err(()) => {
+                                    failure = Some(Abort::VersionMemory { addr: e.addr });
+                                    break;
+                                }
+                            }
                         }
                         _ => 0,
                     };
@@ -145,10 +151,16 @@ impl Participant for LocalParticipant<'_> {
             }
             writes.entries_mut()[i].locked = None;
         }
+        if let Some((arena, cursor)) = self.versions {
+            arena.finish_commit(cursor);
+        }
     }
 
     fn abort(&self, writes: &mut WriteSet) {
         self.unlock_all(writes);
+        if let Some((arena, cursor)) = self.versions {
+            arena.finish_commit(cursor);
+        }
         for e in writes.entries() {
             if e.kind == WriteKind::Alloc {
                 self.heap.release(e.addr);
