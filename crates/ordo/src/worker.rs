@@ -90,6 +90,9 @@ impl Worker {
 }
 
 thread_local! {
+    // Boxed on purpose: a worker moves between this cache and a `Tx` on every transaction, and
+    // the box keeps that move a pointer copy.
+    #[allow(clippy::vec_box)]
     static WORKERS: RefCell<Vec<Box<Worker>>> = const { RefCell::new(Vec::new()) };
 }
 

@@ -1,5 +1,6 @@
 //! The embedded API: typed errors on bad input, user errors passed through, retry bounds,
 //! and allocation/free visibility.
+#![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
 use ordo::{Abort, Addr, Config, Error, Isolation, Options, Ordo};
 use ordo_clock::LogicalClock;

@@ -1,5 +1,6 @@
 //! Concurrency stress of the engine and its unsafe heap memory: lost updates, torn snapshots
 //! (checked in every attempt, aborted ones included) and slot reuse under many threads.
+#![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,7 @@
 //! Multi-versioning with GC by oldest active timestamp: memory is reclaimed under a bounded
 //! budget, stale snapshot reads see exactly the state at their timestamp, and a GC that ignores
 //! an active transaction is caught by the poison pattern.
+#![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

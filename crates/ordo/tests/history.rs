@@ -2,6 +2,7 @@
 //! system and skewed test clocks × single and multi-version × contended and uncontended key
 //! sets. Aborted attempts are
 //! recorded and checked too (opacity).
+#![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
 mod common;
 

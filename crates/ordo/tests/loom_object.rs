@@ -1,6 +1,7 @@
 //! Loom models of the engine's lock-free cores: the object header protocol and the free bitmap.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ordo --test loom_object`.
 #![cfg(loom)]
+#![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
 use loom::sync::Arc;
 use loom::sync::atomic::AtomicU64;

@@ -3,6 +3,7 @@
 //! Each scenario also runs with the step in place, where the same script must yield a history
 //! the checker accepts — so a failure is the shortcut's doing, not the script's.
 #![cfg(feature = "shortcuts")]
+#![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
 mod common;
 
@@ -146,8 +147,8 @@ fn write_skew(shortcuts: Shortcuts) -> ordo_check::History {
     let mut t1 = db.begin_with(options).unwrap();
     let mut t2 = db.begin_with(options).unwrap();
     for (t, r) in [(&mut t1, &mut r1), (&mut t2, &mut r2)] {
-        for k in 0..2 {
-            let l = read_list(t, lists[k]).unwrap();
+        for (k, list) in lists.iter().enumerate() {
+            let l = read_list(t, *list).unwrap();
             r.read_list(k as u64, &l);
         }
     }
