@@ -586,10 +586,8 @@ mod tests {
                 let mut bad = good.clone();
                 bad[i] = v;
                 if let Ok(p) = BucketBuf::parse(a, bad) {
-                    for e in p.entries() {
-                        if let Ok(e) = e {
-                            let _ = (e.inline_key(p.bytes()), e.inline_value(p.bytes()));
-                        }
+                    for e in p.entries().map_while(Result::ok) {
+                        let _ = (e.inline_key(p.bytes()), e.inline_value(p.bytes()));
                     }
                 }
             }

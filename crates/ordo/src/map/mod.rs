@@ -20,35 +20,36 @@
 //!        slots 8..15 ──────────────────────────> one bucket owning a run of 8 slots
 //! ```
 //!
-//! A 64-bit hash of the key ([`hash`]) is consumed six bits per level, from the top: level `ℓ`
-//! uses bits `[6ℓ, 6ℓ+6)` to pick one of a node's 64 slots. A slot names either a child node
+//! A 64-bit hash of the key (`map/hash.rs`) is consumed six bits per level, from the top: level
+//! `ℓ` uses bits `[6ℓ, 6ℓ+6)` to pick one of a node's 64 slots. A slot names either a child node
 //! (one level down) or a bucket. Every bucket has a **depth** `d`: all its keys share their top
 //! `d` hash bits. A bucket hanging in a node at level `ℓ` has `6ℓ <= d <= 6ℓ+6` and owns the
 //! aligned run of `64 >> (d - 6ℓ)` slots whose indexes share those bits — extendible hashing's
 //! "local depth", but inside one 64-slot node rather than a global directory.
 //!
 //! **Growth** happens one bucket at a time, inside the inserting transaction, when a new entry
-//! does not fit its bucket ([`ops`]'s `split`): the bucket's entries are divided on hash bit `d`;
-//! those with the bit set move to a new bucket, which takes over the upper half of the slot run;
-//! both end at depth `d + 1`. If the bucket owned a single slot (`d = 6ℓ+6`) it first moves into a
-//! new node one level down, whose 64 slots all name it. A split writes the bucket, allocates one
-//! bucket (and maybe one node), and rewrites one directory node — never the whole map. There is
-//! no global rehash, no doubling, and no shared size counter, so inserts into different buckets
-//! do not conflict. Splits are repeated until the entry fits; a bucket whose entries all share
-//! the next bit just splits again. The map never shrinks: removing entries leaves buckets and
-//! nodes in place (a later insert reuses the room).
+//! does not fit its bucket (`split` in `map/ops.rs`): the bucket's entries are divided on hash
+//! bit `d`; those with the bit set move to a new bucket, which takes over the upper half of the
+//! slot run; both end at depth `d + 1`. If the bucket owned a single slot (`d = 6ℓ+6`) it first
+//! moves into a new node one level down, whose 64 slots all name it. A split writes the bucket,
+//! allocates one bucket (and maybe one node), and rewrites one directory node — never the whole
+//! map. There is no global rehash, no doubling, and no shared size counter, so inserts into
+//! different buckets do not conflict. Splits are repeated until the entry fits; a bucket whose
+//! entries all share the next bit just splits again. The map never shrinks: removing entries
+//! leaves buckets and nodes in place (a later insert reuses the room).
 //!
 //! Beyond `depth_bits_max` hash bits (60 by default: ten levels; configurable in
 //! [`MapOptions`], mainly so tests can force the case) buckets cannot split and grow **overflow
 //! chains** instead. With a 64-bit hash this needs more than a bucketful of keys agreeing on 60
 //! hash bits, i.e. deliberately colliding keys; the map stays correct, only slower.
 //!
-//! **Cost of a `get`** (YCSB: one key, a 1 KB value): one read per directory level — the root, plus
-//! one 512-byte node for every further six bits of bucket depth — then one bucket read (512 bytes),
-//! then at most one record read, only for a pair too long to be inline and only after the 64-bit
-//! hash matched. Depth grows with `log2(entries / ~14)`: up to ~900 record entries the root alone
-//! is the directory; a million take three directory reads (root and two nodes). Every object is
-//! small on purpose: a read copies its whole payload, so small nodes beat one large directory.
+//! **Cost of a `get`** (YCSB: one key, a 1 KB value): one read per directory level — the root,
+//! plus one 512-byte node for every further six bits of bucket depth — then one bucket read
+//! (512 bytes), then at most one record read, only for a pair too long to be inline and only
+//! after the 64-bit hash matched. Bucket depth grows like `log2(entries / ~14)`: up to several
+//! hundred record entries the root alone is the directory (64 buckets hang from it); a million
+//! take three directory reads (the root and two nodes). Every object is small on purpose: a read
+//! copies its whole payload, so small nodes beat one large directory object.
 //!
 //! **`len`** sums the per-bucket counts: it walks the whole map (every node and bucket) instead of
 //! reading a shared counter that every insert and remove would write — such a counter would make
@@ -112,13 +113,16 @@
 //! buffered in the transaction, which must then be abandoned — [`crate::Ordo::run`] does so.
 //!
 //! ## Hash
-//! The hash is fixed and seeded by the root's seed (see [`hash`]); it is part of the format,
+//! The hash is fixed and seeded by the root's seed (see `map/hash.rs`); it is part of the format,
 //! since the map will be persisted and reopened by other processes.
 
 mod hash;
 mod layout;
 mod ops;
+mod verify;
 mod walk;
+
+pub use verify::MapShape;
 
 use ordo_clock::Clock;
 
@@ -136,6 +140,9 @@ pub const KEY_BYTES_MAX: usize = 1024;
 pub const VALUE_BYTES_MAX: usize = OBJECT_BYTES_MAX - KEY_BYTES_MAX;
 /// The largest `depth_bits_max` a map can have: ten directory levels of six bits.
 pub const DEPTH_BITS_MAX: u8 = layout::DEPTH_BITS_LIMIT;
+
+/// A key and its value, as returned by [`HashMap::entries`].
+pub type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// How a map is created. The options are stored in its root and never change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,10 +284,18 @@ impl HashMap {
     }
 
     /// Every `(key, value)` pair, in hash order.
-    pub fn entries<C: Clock>(&self, tx: &mut Tx<'_, C>) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+    pub fn entries<C: Clock>(&self, tx: &mut Tx<'_, C>) -> Result<Vec<KeyValue>, Error> {
         let mut out = Vec::new();
         walk::for_each(tx, self.root, |k, v| out.push((k.to_vec(), v.to_vec())))?;
         Ok(out)
+    }
+
+    /// Checks every invariant of the [module docs](self) — slot runs, depths, hash prefixes,
+    /// counts, record lengths, unique keys, chains only at the depth limit — and returns the
+    /// map's shape; [`Error::CorruptMap`] names the first object that breaks one. Reads the whole
+    /// map and every record.
+    pub fn verify<C: Clock>(&self, tx: &mut Tx<'_, C>) -> Result<MapShape, Error> {
+        verify::verify(tx, self.root)
     }
 
     /// Frees every object of the map, root included, when `tx` commits; the handle must not be

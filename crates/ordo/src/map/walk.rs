@@ -3,6 +3,8 @@
 //! transaction it conflicts with any concurrent change to the map; in a read-only transaction it
 //! is a consistent snapshot at the read timestamp and never validates.
 
+use std::collections::HashSet;
+
 use ordo_clock::Clock;
 
 use crate::addr::Addr;
@@ -74,6 +76,9 @@ fn build<C: Clock>(tx: &mut Tx<'_, C>, level: u32, depth: u8) -> Result<[u64; FA
 struct Tree {
     nodes: Vec<Addr>,
     heads: Vec<Addr>,
+    /// The nodes visited: a node reachable twice (only possible in a corrupt map) would make
+    /// the walk exponential, so it is refused.
+    seen: HashSet<Addr>,
 }
 
 fn tree<C: Clock>(tx: &mut Tx<'_, C>, root: Addr) -> Result<Tree, Error> {
@@ -96,6 +101,9 @@ fn visit<C: Clock>(
         }
         node_slots(node, level, b)
     })??;
+    if !tree.seen.insert(node) {
+        return Err(corrupt(node, "directory node is reachable twice"));
+    }
     tree.nodes.push(node);
     let mut previous = 0;
     for raw in slots {
