@@ -1,0 +1,138 @@
+//! The timed multi-threaded driver every workload uses: start threads on a barrier, run a
+//! closure in a loop until the deadline, and collect commits, latencies and per-reason aborts.
+
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use ordo::{AbortKind, Stats};
+
+/// Latency percentiles in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+}
+
+/// What one timed run measured.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct RunStats {
+    /// Threads that ran.
+    pub threads: usize,
+    /// Wall-clock time of the measured phase, in seconds.
+    pub elapsed_s: f64,
+    /// Transactions committed (each logical transaction counts once, however often retried).
+    pub committed: u64,
+    /// Committed transactions per second.
+    pub tx_per_s: f64,
+    /// Aborted attempts by reason (names of `ordo::AbortKind`).
+    pub aborts: Vec<(String, u64)>,
+    /// Aborted attempts per attempt.
+    pub abort_rate: f64,
+    /// Latency of committed transactions, retries included.
+    pub latency: Latency,
+    /// Total time spent waiting out write-timestamp uncertainty, per commit, in ns.
+    pub write_wait_ns_per_commit: f64,
+}
+
+/// Runs `body(thread_index, rng_seed)` on `threads` threads until `duration` has passed. `body`
+/// performs one complete transaction (with its retries) per call and returns normally.
+pub fn run_timed<F>(
+    threads: usize,
+    duration: Duration,
+    stats_before: Stats,
+    stats: impl Fn() -> Stats,
+    body: F,
+) -> RunStats
+where
+    F: Fn(usize, &mut u64) + Sync,
+{
+    let barrier = Barrier::new(threads + 1);
+    let stop = AtomicBool::new(false);
+    let mut hist = Histogram::<u64>::new(3).expect("3 significant figures is a valid histogram");
+    let mut committed = 0u64;
+    let mut elapsed = Duration::ZERO;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, stop, body) = (&barrier, &stop, &body);
+                s.spawn(move || {
+                    let mut h = Histogram::<u64>::new(3).expect("valid histogram");
+                    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64) << 32;
+                    let mut n = 0u64;
+                    barrier.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        let start = Instant::now();
+                        body(t, &mut state);
+                        let _ = h.record(start.elapsed().as_nanos() as u64);
+                        n += 1;
+                    }
+                    (n, h)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        std::thread::sleep(duration);
+        stop.store(true, Ordering::Relaxed);
+        for handle in handles {
+            if let Ok((n, h)) = handle.join() {
+                committed += n;
+                let _ = hist.add(h);
+            }
+        }
+        elapsed = start.elapsed();
+    });
+    let after = stats();
+    let aborts: Vec<(String, u64)> = AbortKind::ALL
+        .iter()
+        .map(|k| (k.name().to_string(), after.aborts_of(*k) - stats_before.aborts_of(*k)))
+        .collect();
+    let aborted: u64 = aborts.iter().map(|(_, n)| n).sum();
+    let commits_rw = after.commits - stats_before.commits;
+    let wait = after.write_wait_ns - stats_before.write_wait_ns;
+    RunStats {
+        threads,
+        elapsed_s: elapsed.as_secs_f64(),
+        committed,
+        tx_per_s: committed as f64 / elapsed.as_secs_f64().max(1e-9),
+        abort_rate: aborted as f64 / (aborted + committed).max(1) as f64,
+        aborts,
+        latency: Latency {
+            p50_ns: hist.value_at_quantile(0.5),
+            p99_ns: hist.value_at_quantile(0.99),
+            p999_ns: hist.value_at_quantile(0.999),
+        },
+        write_wait_ns_per_commit: wait as f64 / commits_rw.max(1) as f64,
+    }
+}
+
+/// The median, minimum and maximum of some measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Spread {
+    /// Median.
+    pub median: f64,
+    /// Minimum.
+    pub min: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values` (all zero when empty).
+    pub fn of(values: &[f64]) -> Spread {
+        if values.is_empty() {
+            return Spread::default();
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        let median = if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 };
+        Spread { median, min: v[0], max: v[v.len() - 1] }
+    }
+}

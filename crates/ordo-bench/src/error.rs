@@ -1,0 +1,28 @@
+//! Benchmark errors: bad parameters are reported before anything runs.
+
+/// Why a benchmark could not run.
+#[derive(thiserror::Error, Debug)]
+pub enum BenchError {
+    /// `--threads 0`.
+    #[error("threads must be at least 1")]
+    ZeroThreads,
+    /// A parameter outside its range.
+    #[error("{name} = {value} is out of range: {expected}")]
+    OutOfRange {
+        /// The parameter.
+        name: &'static str,
+        /// What was given.
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
+    /// A Zipf skew outside `[0, 1)`.
+    #[error(transparent)]
+    Theta(#[from] crate::zipf::ThetaOutOfRange),
+    /// The engine failed.
+    #[error("engine error: {0}")]
+    Engine(#[from] ordo::Error),
+    /// A result check after the run failed: the workload's model and the database disagree.
+    #[error("consistency check failed: {0}")]
+    Inconsistent(String),
+}

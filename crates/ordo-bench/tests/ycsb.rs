@@ -1,0 +1,63 @@
+//! YCSB at tiny scale: contents against the model, bad parameters rejected.
+#![allow(clippy::unwrap_used)]
+
+use ordo::Isolation;
+use ordo_bench::error::BenchError;
+use ordo_bench::ycsb::{self, YcsbConfig};
+use ordo_clock::LogicalClock;
+
+fn tiny() -> YcsbConfig {
+    YcsbConfig {
+        rows: 200,
+        value_bytes: 100,
+        requests: 4,
+        read_ratio: 0.5,
+        threads: 2,
+        ..YcsbConfig::default()
+    }
+}
+
+#[test]
+fn update_counters_match_committed_updates() {
+    for (theta, isolation) in [(0.0, Isolation::StrictSerializable), (0.9, Isolation::Snapshot)] {
+        let cfg = YcsbConfig { theta, isolation, ..tiny() };
+        let table = ycsb::load(LogicalClock::new(), &cfg, 2).unwrap();
+        ycsb::check(&table, 0).unwrap();
+        let updates = ycsb::run_counted(&table, &cfg, 2_000).unwrap();
+        assert!(updates > 0);
+        ycsb::check(&table, updates).unwrap();
+        assert!(ycsb::check(&table, updates + 1).is_err(), "the check must be able to fail");
+    }
+}
+
+#[test]
+fn timed_run_reports_throughput() {
+    let cfg = YcsbConfig { duration: std::time::Duration::from_millis(100), ..tiny() };
+    let table = ycsb::load(LogicalClock::new(), &cfg, 1).unwrap();
+    let r = ycsb::run(&table, &cfg);
+    assert!(r.committed > 0 && r.tx_per_s > 0.0);
+    assert!(r.latency.p50_ns <= r.latency.p99_ns);
+}
+
+#[test]
+fn bad_parameters_are_rejected() {
+    let cases = [
+        YcsbConfig { threads: 0, ..tiny() },
+        YcsbConfig { theta: 1.0, ..tiny() },
+        YcsbConfig { theta: -0.5, ..tiny() },
+        YcsbConfig { rows: 0, ..tiny() },
+        YcsbConfig { read_ratio: 1.5, ..tiny() },
+        YcsbConfig { value_bytes: 8, ..tiny() },
+        YcsbConfig { requests: 0, ..tiny() },
+    ];
+    for cfg in cases {
+        let err = ycsb::load(LogicalClock::new(), &cfg, 1).err().expect("must be rejected");
+        assert!(
+            matches!(
+                err,
+                BenchError::ZeroThreads | BenchError::OutOfRange { .. } | BenchError::Theta(_)
+            ),
+            "{err}"
+        );
+    }
+}
