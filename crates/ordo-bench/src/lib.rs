@@ -2,3 +2,9 @@
 //!
 //! The benchmarks of the three papers, run in-process against the engine with every clock.
 #![forbid(unsafe_code)]
+
+pub mod driver;
+pub mod error;
+pub mod report;
+pub mod ycsb;
+pub mod zipf;
