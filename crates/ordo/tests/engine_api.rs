@@ -114,13 +114,16 @@ fn retries_are_bounded_and_report_the_last_abort() {
         tx.write(a, &(v + 1))
     });
     assert_eq!(attempts, 3);
-    // The write itself sees the newer head and aborts early (it could never commit).
+    // The lock finds the object changed since it was read.
     assert!(
-        matches!(r, Err(Error::RetriesExhausted { attempts: 3, last: Abort::TooNew { .. } })),
+        matches!(
+            r,
+            Err(Error::RetriesExhausted { attempts: 3, last: Abort::WriteConflict { .. } })
+        ),
         "{r:?}"
     );
     let s = db.stats();
-    assert_eq!(s.aborts_of(ordo::AbortKind::TooNew), 3);
+    assert_eq!(s.aborts_of(ordo::AbortKind::WriteConflict), 3);
     assert_eq!(s.commits, 1 + 3);
 }
 

@@ -236,7 +236,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             }
         };
         let w = self.w();
-        w.reads.push(ReadEntry { addr, header });
+        w.reads.push(ReadEntry { addr, header, len_bytes: len_bytes as u32 });
         if !header.is_allocated() {
             return Err(Error::NotAllocated { addr });
         }
@@ -294,7 +294,12 @@ impl<'db, C: Clock> Tx<'db, C> {
             self.w().writes.overwrite(i, bytes);
             return Ok(());
         }
-        let len_bytes = self.peek_len(addr)?;
+        // A read-modify-write already knows the length; a blind write looks it up.
+        let len_bytes = match self.w().reads.recent(addr) {
+            Some(r) if r.header.is_allocated() => r.len_bytes as usize,
+            Some(_) => return Err(Error::NotAllocated { addr }),
+            None => self.peek_len(addr)?,
+        };
         if len_bytes != bytes.len() {
             return Err(Error::WrongSize { addr, len_bytes, got_bytes: bytes.len() });
         }

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use crate::addr::Addr;
 use crate::object::{Expect, Header};
 
+/// How far back [`ReadSet::recent`] looks.
+const RECENT_READS: usize = 8;
+
 /// Linear lookups are used below this many entries; a hash index above it.
 const INDEX_THRESHOLD: usize = 16;
 
@@ -16,6 +19,8 @@ pub struct ReadEntry {
     pub addr: Addr,
     /// Its header when read (unlocked).
     pub header: Header,
+    /// Its payload length when read.
+    pub len_bytes: u32,
 }
 
 /// What a write-set entry does to its object.
@@ -196,6 +201,11 @@ impl ReadSet {
     }
     pub(crate) fn push(&mut self, e: ReadEntry) {
         self.entries.push(e);
+    }
+    /// The most recent read of `addr` among the last `RECENT_READS` reads: cheap enough for
+    /// every write, and it covers the common read-modify-write.
+    pub(crate) fn recent(&self, addr: Addr) -> Option<ReadEntry> {
+        self.entries.iter().rev().take(RECENT_READS).find(|e| e.addr == addr).copied()
     }
     /// Builds a lookup from address to the header first read, for the coordinator.
     pub(crate) fn lookup(&self) -> ReadLookup<'_> {
