@@ -3,6 +3,7 @@
 //! The benchmarks of the three papers, run in-process against the engine with every clock.
 #![forbid(unsafe_code)]
 
+pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod report;

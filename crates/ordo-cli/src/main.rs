@@ -1,6 +1,48 @@
-//! The `ordo` command.
+//! The `ordo` command: calibrate the ORDO clock, run benchmarks.
+//!
+//! `main` only parses the command line and maps errors to exit codes; each subcommand lives in
+//! its own module. Bad input and failures print one `error:` line on stderr and exit with 1;
+//! problems that do not stop the command (an unusable calibration cache) print a `warning:` line
+//! and continue. Usage errors are clap's (exit 2).
 #![forbid(unsafe_code)]
 
-fn main() {
-    println!("ordo");
+mod bench;
+mod calibrate;
+mod clock_setup;
+mod error;
+mod plot;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Ordo: transactions ordered by hardware time.
+#[derive(Parser, Debug)]
+#[command(name = "ordo", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Measure ORDO_BOUNDARY: the largest counter offset between any two cores (ORDO Fig. 4).
+    Calibrate(calibrate::CalibrateArgs),
+    /// Run a benchmark workload.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Calibrate(args) => calibrate::run(&args),
+        Command::Bench(args) => bench::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -131,7 +131,7 @@ impl fmt::Display for ClockDescription {
             write!(f, ", {}", invariance.describe())?;
         }
         if let (Some(hz), Some(source)) = (self.frequency_hz, self.frequency_source) {
-            write!(f, ", {:.3} MHz from {}", hz as f64 / 1e6, source.describe())?;
+            write!(f, ", {:.3} MHz ({})", hz as f64 / 1e6, source.describe())?;
         }
         Ok(())
     }

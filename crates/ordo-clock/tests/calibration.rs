@@ -40,7 +40,7 @@ fn check_sane(c: &Calibration) {
 
 #[test]
 fn repeated_small_calibrations_are_sane() {
-    for runs in [1, 5, 50, 500] {
+    for runs in [1, 5, 50] {
         for parallel in [true, false] {
             let c = calibrate(&CalibrateOptions { runs, parallel, ..CalibrateOptions::default() })
                 .unwrap();

@@ -58,7 +58,7 @@ fn the_window_edges_are_inclusive() {
 /// past), and a fresh reading is uncertain with respect to itself.
 #[test]
 fn a_timestamp_is_before_every_later_ordo_reading() {
-    let options = CalibrateOptions { runs: 100, ..CalibrateOptions::default() };
+    let options = CalibrateOptions { runs: 20, ..CalibrateOptions::default() };
     let clock = match OrdoClock::detect(&options, None).unwrap() {
         OrdoDetection::Ordo { clock, .. } => clock,
         OrdoDetection::UseSystemClock { reason } => return eprintln!("skipped: {reason}"),

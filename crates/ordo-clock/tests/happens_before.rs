@@ -136,7 +136,7 @@ fn system_clock_timestamps_increase_along_happens_before() {
 
 #[test]
 fn ordo_clock_timestamps_increase_along_happens_before() {
-    let options = CalibrateOptions { runs: 200, ..CalibrateOptions::default() };
+    let options = CalibrateOptions { runs: 50, ..CalibrateOptions::default() };
     match OrdoClock::detect(&options, None).unwrap() {
         OrdoDetection::Ordo { clock, .. } => check_clock(&clock, |_| {}),
         OrdoDetection::UseSystemClock { reason } => eprintln!("skipped: {reason}"),

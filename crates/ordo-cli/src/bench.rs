@@ -1,0 +1,177 @@
+//! `ordo bench <workload>`: one subcommand per workload, with the common flags of DESIGN §7.
+//!
+//! Every workload takes [`CommonBenchArgs`] (`--threads`, `--duration-ms`, `--json`, `--clock`,
+//! and the calibration cache flags) plus its own. Workloads add a variant to [`BenchCommand`]
+//! and a function next to [`run_clock`]; the measurement logic lives in `ordo-bench`, the CLI
+//! only builds clocks, shows progress and prints.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ordo_bench::clock::{self as clock_bench, ClockBenchConfig};
+use ordo_clock::calibrate::DEFAULT_RUNS;
+use ordo_clock::cores::{parse_core_list, usable_cores};
+use ordo_clock::{AnyClock, CalibrateOptions, Clock, ClockChoice, ClockKind};
+
+use crate::clock_setup::{CacheArgs, warn};
+use crate::error::CliError;
+
+/// `ordo bench` flags: the workload to run.
+#[derive(Args, Debug)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    workload: BenchCommand,
+}
+
+/// The benchmark workloads.
+#[derive(Subcommand, Debug)]
+pub(crate) enum BenchCommand {
+    /// Timestamp cost and new-timestamp rate per clock vs. thread count (ORDO Fig. 8).
+    Clock(ClockArgs),
+}
+
+/// Flags every workload takes.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct CommonBenchArgs {
+    /// Thread counts to run: `4`, a list `1,2,4` or a range `1-8`.
+    #[arg(long, value_name = "LIST", value_parser = parse_threads)]
+    threads: Option<ThreadCounts>,
+    /// Length of one measurement in milliseconds.
+    #[arg(long, value_name = "MS")]
+    duration_ms: Option<u64>,
+    /// Print JSON lines on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Clock(s) to use, comma-separated: logical, ordo, system [default: per workload].
+    #[arg(long, value_name = "CLOCK", value_delimiter = ',')]
+    clock: Vec<ClockChoice>,
+    /// Ping-pong rounds per core pair when the ORDO clock must be calibrated.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RUNS)]
+    calibration_runs: u64,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// A parsed `--threads` value (a newtype so clap treats it as one value).
+#[derive(Clone, Debug)]
+struct ThreadCounts(Vec<usize>);
+
+fn parse_threads(text: &str) -> Result<ThreadCounts, String> {
+    // The core-list syntax (`1,2,4`, `1-8`) fits thread counts too.
+    let counts = parse_core_list(text).map_err(|e| e.to_string().replace("core", "thread"))?;
+    if counts.contains(&0) {
+        return Err("thread counts must be at least 1".to_owned());
+    }
+    Ok(ThreadCounts(counts))
+}
+
+/// `ordo bench clock` flags.
+#[derive(Args, Debug)]
+pub(crate) struct ClockArgs {
+    #[command(flatten)]
+    common: CommonBenchArgs,
+    /// Measure 1..=N threads [default: the number of usable cores]; `--threads` overrides.
+    #[arg(long, value_name = "N")]
+    threads_max: Option<usize>,
+    /// How often every (threads, metric, clock) cell is measured.
+    #[arg(long, value_name = "R", default_value_t = clock_bench::DEFAULT_REPETITIONS)]
+    repetitions: usize,
+    /// Do not pin worker threads to cores.
+    #[arg(long)]
+    no_pin: bool,
+}
+
+/// Runs `ordo bench <workload>`.
+pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
+    match &args.workload {
+        BenchCommand::Clock(clock) => run_clock(clock),
+    }
+}
+
+/// Builds the clocks named by `--clock` (or `default`), printing cache warnings and fallbacks.
+/// An ORDO clock that falls back to the system clock is dropped when the system clock is
+/// already in the list.
+fn open_clocks(
+    common: &CommonBenchArgs,
+    default: &[ClockChoice],
+) -> Result<Vec<AnyClock>, CliError> {
+    let mut choices = if common.clock.is_empty() { default.to_vec() } else { common.clock.clone() };
+    let mut seen = Vec::new();
+    choices.retain(|c| {
+        let fresh = !seen.contains(c);
+        seen.push(*c);
+        fresh
+    });
+    let cache = common.cache.cache();
+    let options = CalibrateOptions { runs: common.calibration_runs, ..CalibrateOptions::default() };
+    let mut clocks: Vec<AnyClock> = Vec::with_capacity(choices.len());
+    for choice in choices {
+        let opened = AnyClock::open(choice, &options, cache.as_ref())?;
+        for warning in opened.calibration.iter().flat_map(|c| &c.warnings) {
+            warn(warning);
+        }
+        if let Some(reason) = &opened.fallback_reason {
+            eprintln!("warning: --clock ordo: {reason}; using the system clock");
+        }
+        if clocks.iter().any(|c| c.kind() == opened.clock.kind()) {
+            continue;
+        }
+        clocks.push(opened.clock);
+    }
+    Ok(clocks)
+}
+
+fn progress_bar(total: usize) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(
+        Some(u64::try_from(total).unwrap_or(u64::MAX)),
+        ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) =
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// `ordo bench clock`: ORDO Fig. 8.
+fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
+    let common = &args.common;
+    let thread_counts = match (&common.threads, args.threads_max) {
+        (Some(list), _) => list.0.clone(),
+        (None, Some(0)) => return Err(CliError::Usage("--threads-max must be at least 1".into())),
+        (None, Some(n)) => (1..=n).collect(),
+        (None, None) => (1..=usable_cores()?.len().max(1)).collect(),
+    };
+    let config = ClockBenchConfig {
+        thread_counts,
+        duration: common.duration_ms.map_or(clock_bench::DEFAULT_DURATION, Duration::from_millis),
+        repetitions: args.repetitions,
+        pin_threads: !args.no_pin,
+    };
+    let clocks = open_clocks(common, &ClockChoice::ALL)?;
+    if clocks.iter().all(|c| c.kind() != ClockKind::Ordo) {
+        eprintln!("note: no ORDO clock in this run, so no ordo/logical ratio");
+    }
+    let bar = progress_bar(
+        config.repetitions
+            * config.thread_counts.len()
+            * clock_bench::Metric::ALL.len()
+            * clocks.len(),
+    );
+    let report = clock_bench::run(&config, &clocks, &mut |p| {
+        bar.set_position(u64::try_from(p.done).unwrap_or(u64::MAX));
+        bar.set_message(p.label);
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    if common.json {
+        for line in report.json_lines() {
+            println!("{line}");
+        }
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(())
+}
