@@ -93,8 +93,8 @@ fn json_report(outcome: &CalibrationOutcome) -> serde_json::Value {
         "warnings": outcome.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "boundary_ticks": c.boundary_ticks,
         "boundary_ns": c.boundary_nanos,
-        "min_offset_ns": c.min_offset().map(|p| p.min_delta_nanos),
-        "max_offset_ns": c.max_offset().map(|p| p.min_delta_nanos),
+        "offset_min_ns": c.offset_nanos_min,
+        "offset_max_ns": c.offset_nanos_max,
         "calibration": c,
     })
 }

@@ -236,9 +236,11 @@ mod tests {
             cpu_model: "synthetic".to_owned(),
             cores: (0..n).collect(),
             runs_requested: 100,
-            offsets,
             boundary_ticks: max as u64,
             boundary_nanos: max as u64 / 2 + 1,
+            offset_nanos_min: offsets.iter().map(|p| p.min_delta_nanos).min(),
+            offset_nanos_max: offsets.iter().map(|p| p.min_delta_nanos).max(),
+            offsets,
             budget_exhausted: false,
             elapsed_ms: 0,
         }

@@ -220,15 +220,17 @@ impl CalibrationCache {
             }
             Err(source) => return Err(CacheWarning::Unreadable { path, source }),
         };
-        let file: CacheFile = serde_json::from_slice(&text)
-            .map_err(|e| CacheWarning::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        let corrupt = |detail: String| CacheWarning::Corrupt { path: path.clone(), detail };
         let stale = |reason: String| CacheWarning::Stale { path: path.clone(), reason };
-        if file.format_version != FORMAT_VERSION {
-            return Err(stale(format!(
-                "format version {} instead of {FORMAT_VERSION}",
-                file.format_version
-            )));
+        // The version first, so that a file of another format is stale, not corrupt.
+        let value: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| corrupt(e.to_string()))?;
+        let version = value.get("format_version").and_then(serde_json::Value::as_u64);
+        if version != Some(u64::from(FORMAT_VERSION)) {
+            let found = version.map_or_else(|| "none".to_owned(), |v| v.to_string());
+            return Err(stale(format!("format version {found} instead of {FORMAT_VERSION}")));
         }
+        let file: CacheFile = serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
         if file.key.cpu_model != key.cpu_model {
             return Err(stale(format!("measured on CPU `{}`", file.key.cpu_model)));
         }

@@ -160,6 +160,10 @@ pub struct Calibration {
     pub boundary_ticks: u64,
     /// `ORDO_BOUNDARY` in nanoseconds (rounded up, plus [`ROUNDING_SLACK_NANOS`]).
     pub boundary_nanos: u64,
+    /// The smallest pairwise offset in nanoseconds (ORDO Table 1 *min*); `None` with one core.
+    pub offset_nanos_min: Option<i64>,
+    /// The largest pairwise offset in nanoseconds (ORDO Table 1 *max*); `None` with one core.
+    pub offset_nanos_max: Option<i64>,
     /// Whether the time budget cut some session short of `runs_requested`.
     pub budget_exhausted: bool,
     /// Wall time of the handshake phase, in milliseconds.
@@ -234,6 +238,10 @@ impl Calibration {
                 return Err(format!("offset {} -> {} exceeds the boundary", p.from, p.to));
             }
         }
+        let (offset_nanos_min, offset_nanos_max) = offset_range_nanos(&self.offsets);
+        if (self.offset_nanos_min, self.offset_nanos_max) != (offset_nanos_min, offset_nanos_max) {
+            return Err("offset_nanos_min/max disagree with the offsets".to_owned());
+        }
         let nanos_min = conversion.ticks_to_nanos_ceil(self.boundary_ticks);
         if self.boundary_nanos < nanos_min {
             return Err(format!(
@@ -252,6 +260,12 @@ pub fn boundary_of(offsets: &[PairOffset], conversion: TickConversion) -> (u64, 
     let ticks = u64::try_from(max_delta).unwrap_or(0);
     let nanos = conversion.ticks_to_nanos_ceil(ticks).saturating_add(ROUNDING_SLACK_NANOS);
     (ticks, nanos)
+}
+
+/// The smallest and largest `min_delta_nanos` of `offsets` (ORDO Table 1), `None` when empty.
+pub fn offset_range_nanos(offsets: &[PairOffset]) -> (Option<i64>, Option<i64>) {
+    let nanos = offsets.iter().map(|p| p.min_delta_nanos);
+    (nanos.clone().min(), nanos.max())
 }
 
 /// The round-robin tournament over `cores` (circle method): every unordered pair appears in
@@ -351,6 +365,7 @@ fn calibrate_with(
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     offsets.sort_by_key(|p| (p.from, p.to));
     let (boundary_ticks, boundary_nanos) = boundary_of(&offsets, counter.conversion());
+    let (offset_nanos_min, offset_nanos_max) = offset_range_nanos(&offsets);
     let calibration = Calibration {
         counter: counter.info(),
         cpu_model: cores::cpu_model(),
@@ -359,6 +374,8 @@ fn calibrate_with(
         offsets,
         boundary_ticks,
         boundary_nanos,
+        offset_nanos_min,
+        offset_nanos_max,
         budget_exhausted,
         elapsed_ms,
     };

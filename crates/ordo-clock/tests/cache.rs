@@ -47,6 +47,8 @@ fn fake(options: &CalibrateOptions) -> Calibration {
         offsets: Vec::new(),
         boundary_ticks: 0,
         boundary_nanos: 1,
+        offset_nanos_min: None,
+        offset_nanos_max: None,
         budget_exhausted: false,
         elapsed_ms: 0,
     }
@@ -132,9 +134,13 @@ fn a_stale_key_is_recomputed_with_a_warning() {
 fn another_format_version_is_stale() {
     let cache = CalibrationCache::new(temp_dir("version"));
     run(&cache, &options());
-    rewrite_json(&cache, |v| v["format_version"] = serde_json::json!(999));
+    // Another version with another shape: stale, not corrupt.
+    rewrite_json(&cache, |v| {
+        v["format_version"] = serde_json::json!(999);
+        v["calibration"] = serde_json::json!({ "something": "else" });
+    });
     let outcome = run(&cache, &options());
-    assert!(matches!(outcome.warnings[..], [CacheWarning::Stale { .. }]));
+    assert!(matches!(outcome.warnings[..], [CacheWarning::Stale { .. }]), "{:?}", outcome.warnings);
 }
 
 #[test]

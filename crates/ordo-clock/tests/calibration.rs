@@ -35,6 +35,8 @@ fn check_sane(c: &Calibration) {
         let max = c.max_offset().unwrap().min_delta_ticks;
         assert!(min <= max);
         assert_eq!(c.boundary_ticks, u64::try_from(max.max(0)).unwrap());
+        assert_eq!(c.offset_nanos_min, Some(c.min_offset().unwrap().min_delta_nanos));
+        assert_eq!(c.offset_nanos_max, Some(c.max_offset().unwrap().min_delta_nanos));
     }
 }
 
