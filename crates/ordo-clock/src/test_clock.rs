@@ -230,24 +230,22 @@ impl TestClock {
 
     /// The calling thread's skew for this clock (assigning it on first use).
     pub fn thread_skew(&self) -> ThreadSkew {
-        THREAD_SKEWS
-            .try_with(|cell| {
-                let mut entries = cell.borrow_mut();
-                if let Some(entry) = entries.iter().find(|e| e.clock_id == self.inner.id) {
-                    return entry.skew;
-                }
+        let id = self.inner.id;
+        let known = THREAD_SKEWS
+            .try_with(|cell| cell.borrow().iter().find(|e| e.clock_id == id).map(|e| e.skew));
+        match known {
+            Ok(Some(skew)) => skew,
+            Ok(None) => {
+                // First use on this thread. The assigner runs outside the borrow, so it may
+                // itself read test clocks.
                 let index = self.inner.next_thread_index.fetch_add(1, Ordering::Relaxed);
                 let skew = self.inner.assign.as_ref().map_or(ThreadSkew::default(), |f| f(index));
-                let skew = ThreadSkew { drift_ppm: skew.drift_ppm.max(DRIFT_PPM_MIN), ..skew };
-                entries.retain(|e| e.alive.strong_count() > 0);
-                entries.push(SkewEntry {
-                    clock_id: self.inner.id,
-                    alive: Arc::downgrade(&self.inner),
-                    skew,
-                });
-                skew
-            })
-            .unwrap_or_default()
+                self.set_thread_skew(skew.offset_nanos, skew.drift_ppm);
+                ThreadSkew { drift_ppm: skew.drift_ppm.max(DRIFT_PPM_MIN), ..skew }
+            }
+            // Thread teardown: the thread-local is gone; read unskewed.
+            Err(_) => ThreadSkew::default(),
+        }
     }
 
     /// The reference time now, without advancing a stepped reference.
