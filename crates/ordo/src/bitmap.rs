@@ -58,6 +58,28 @@ impl FreeBitmap {
         self.len
     }
 
+    /// Makes the first `len` slots free and every other slot taken (the slab got a new size
+    /// class). The caller must have the bitmap to itself: nobody takes or puts meanwhile.
+    ///
+    /// # Panics
+    /// If `len` exceeds the capacity the bitmap was built with.
+    pub fn reset_all_free(&self, len: usize) {
+        assert!(len <= self.leaves.len() * 64, "{len} slots exceed the bitmap's capacity");
+        for (i, leaf) in self.leaves.iter().enumerate() {
+            let bits = len.saturating_sub(i * 64).min(64);
+            let v = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            leaf.store(v, Ordering::Relaxed);
+        }
+        let used_leaves = len.div_ceil(64);
+        for (i, s) in self.summary.iter().enumerate() {
+            let bits = used_leaves.saturating_sub(i * 64).min(64);
+            let v = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            // Release on the last store: pairs with the Acquire of the slab's class, published
+            // after this reset.
+            s.store(v, Ordering::Release);
+        }
+    }
+
     /// Whether the bitmap has no slots at all.
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -57,8 +57,8 @@ pub struct Config {
     pub version_blocks_max: usize,
     /// What a commit does when old-version memory is exhausted.
     pub version_budget: BudgetPolicy,
-    /// Microseconds between background GC rounds (multi-version mode); 0 runs no background
-    /// thread (call [`Ordo::collect_garbage`]).
+    /// Microseconds between background GC rounds; 0 runs no background thread (call
+    /// [`Ordo::collect_garbage`]).
     pub gc_interval_us: u64,
     /// The most threads that may hold a transaction slot at once.
     pub threads_max: usize,
@@ -219,7 +219,7 @@ impl<C: Clock> Ordo<C> {
             free_slots: Mutex::new((0..threads_max).rev().collect()),
             weak_self: weak.clone() as Weak<dyn SlotHome>,
         });
-        if shared.versions.is_some() && shared.config.gc_interval_us > 0 {
+        if shared.config.gc_interval_us > 0 {
             spawn_gc(Arc::downgrade(&shared))?;
         }
         Ok(Ordo { shared })
@@ -390,6 +390,11 @@ impl<C: Clock> Ordo<C> {
         }
     }
 
+    /// Empty slabs reclaimed for reuse so far.
+    pub fn slabs_reclaimed(&self) -> u64 {
+        self.shared.heap.slabs_reclaimed()
+    }
+
     /// Regions the heap has mapped so far.
     pub fn regions_in_use(&self) -> usize {
         self.shared.heap.region_count()
@@ -410,7 +415,10 @@ impl<C: Clock> Shared<C> {
                     .map(ordo_clock::Timestamp::from_nanos)
             },
             || self.clock.now().lo(),
-            |below| self.versions.as_ref().map_or(0, |v| v.collect(below)),
+            |below| {
+                let blocks = self.versions.as_ref().map_or(0, |v| v.collect(below));
+                (blocks, self.heap.reclaim_slabs(below))
+            },
         )
     }
 }

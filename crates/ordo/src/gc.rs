@@ -4,7 +4,8 @@
 //! computes `OAT = min(now().lo, active rts)`; the **GC safe point** is the OAT of the *previous*
 //! round — one propagation round behind, as in FaRMv2 Fig. 9 — and only moves forward. Old-version
 //! blocks whose GC time is below the safe point (and below every rts registered right now) are
-//! recycled; a stale snapshot read at `ts` is admitted only when `ts >= safe point`.
+//! recycled, and so are empty slabs whose last free is below it (FaRMv2 §4.8: they may then take
+//! another size class); a stale snapshot read at `ts` is admitted only when `ts >= safe point`.
 //!
 //! # Why registration cannot be missed
 //! A round *publishes* the new safe point (`SeqCst` store), then *scans* the slots (`SeqCst`
@@ -42,6 +43,8 @@ pub struct GcRound {
     pub oldest_active: Timestamp,
     /// Old-version blocks recycled.
     pub blocks_recycled: usize,
+    /// Empty slabs reclaimed for reuse with any size class.
+    pub slabs_reclaimed: usize,
 }
 
 impl GcState {
@@ -57,12 +60,12 @@ impl GcState {
     }
 
     /// Runs one round. `min_active` scans the slots; `now_lo` reads the clock; `recycle` frees
-    /// old-version memory below a timestamp and returns how many blocks it freed.
+    /// memory below a timestamp and returns how many old-version blocks and slabs it freed.
     pub(crate) fn round(
         &self,
         min_active: impl Fn() -> Option<Timestamp>,
         now_lo: impl Fn() -> Timestamp,
-        recycle: impl Fn(Timestamp) -> usize,
+        recycle: impl Fn(Timestamp) -> (usize, usize),
     ) -> GcRound {
         let _serial = self.round.lock().unwrap_or_else(|e| e.into_inner());
         // SeqCst: published before the scan below (Dekker, module docs).
@@ -70,10 +73,10 @@ impl GcState {
         let point = self.point();
         let active = min_active();
         let free_below = active.map_or(point, |a| a.min(point));
-        let blocks_recycled = recycle(free_below);
+        let (blocks_recycled, slabs_reclaimed) = recycle(free_below);
         let oldest_active = active.map_or(now_lo(), |a| a.min(now_lo()));
         self.pending.fetch_max(oldest_active.as_nanos(), Ordering::Relaxed);
         self.rounds.fetch_add(1, Ordering::Relaxed);
-        GcRound { safe_point: point, oldest_active, blocks_recycled }
+        GcRound { safe_point: point, oldest_active, blocks_recycled, slabs_reclaimed }
     }
 }

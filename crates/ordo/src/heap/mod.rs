@@ -2,10 +2,16 @@
 //!
 //! * A **region** is `region_bytes` of zero-filled memory with a 16-bit id; regions are created on
 //!   demand up to `regions_max` and never move, so an [`Addr`] stays valid forever.
-//! * A **slab** (1 MiB) gets a size class the first time it is used and keeps it (slab reuse for
-//!   another class waits for the GC safe point, a later issue). Its slots are tracked by a
+//! * A **slab** (1 MiB) gets a size class when it is first used. Its slots are tracked by a
 //!   [`FreeBitmap`]; its class is also written into the slab header in region memory so that
 //!   recovery can rebuild the bitmaps from object headers.
+//! * A slab whose objects are all free is **reclaimed** for any size class once the GC safe point
+//!   passes its last free (FaRMv2 §4.8, `reclaim_slabs`): then no transaction can still read its
+//!   old objects. An allocation in the meantime keeps it. `live` counts reserved and allocated
+//!   slots (and allocators pinned on the slab); the reclaim swaps it from 0 to a sentinel, so it
+//!   cannot race an allocation; a generation number lets workers and candidate lists recognise
+//!   references to a slab that was reclaimed under them. A reclaimed slab is zeroed, so the next
+//!   class finds clean headers.
 //! * Each worker thread **owns** at most one slab per class for allocation, so the common path
 //!   touches no shared state but the slab's bitmap. When its slab fills up the worker *abandons* it
 //!   and takes another from the class's list of slabs with free slots, or an empty slab. A free into
@@ -23,7 +29,7 @@
 mod class;
 pub(crate) mod memory;
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 pub(crate) use class::{CLASS_COUNT, Geometry, class_for};
@@ -81,16 +87,58 @@ const SLAB_OWNED: u8 = 0;
 const SLAB_ABANDONED: u8 = 1;
 const SLAB_LISTED: u8 = 2;
 
-struct SlabLayout {
-    class: usize,
-    geometry: Geometry,
-    bitmap: FreeBitmap,
+/// `SlabMeta::class` of a slab without a size class.
+const NO_CLASS: u32 = u32::MAX;
+/// `SlabMeta::live` of a slab being reclaimed: pins fail while it is set.
+const RECLAIMING: u64 = 1 << 62;
+
+/// Slot geometry of every class, computed once.
+static GEOMETRY: std::sync::LazyLock<[Geometry; CLASS_COUNT]> =
+    std::sync::LazyLock::new(|| std::array::from_fn(Geometry::of));
+
+struct SlabMeta {
+    /// The size class, or `NO_CLASS`. Changes only while the slab is reclaimed.
+    class: AtomicU32,
+    /// Bumped by every reclaim, so stale references (worker caches, candidates) are recognised.
+    generation: AtomicU32,
+    /// Slots reserved or allocated, plus one per allocator pinned on the slab; `RECLAIMING`
+    /// while reclaimed.
+    live: AtomicU64,
+    /// The largest write timestamp of a free in this slab: when it became empty, at the latest.
+    last_free_ts: AtomicU64,
+    state: AtomicU8,
+    /// Sized for the smallest class on first use, then reset for each class.
+    bitmap: OnceLock<FreeBitmap>,
 }
 
-#[derive(Default)]
-struct SlabMeta {
-    layout: OnceLock<SlabLayout>,
-    state: AtomicU8,
+impl Default for SlabMeta {
+    fn default() -> Self {
+        SlabMeta {
+            class: AtomicU32::new(NO_CLASS),
+            generation: AtomicU32::new(0),
+            live: AtomicU64::new(0),
+            last_free_ts: AtomicU64::new(0),
+            state: AtomicU8::new(SLAB_OWNED),
+            bitmap: OnceLock::new(),
+        }
+    }
+}
+
+impl SlabMeta {
+    /// Counts one more user unless the slab is being reclaimed.
+    fn pin(&self) -> bool {
+        // Acquire: pairs with the Release store that ends a reclaim, so a pinned allocator sees
+        // the new class, generation and bitmap.
+        self.live
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |v| {
+                if v >= RECLAIMING { None } else { Some(v + 1) }
+            })
+            .is_ok()
+    }
+
+    fn bitmap(&self) -> &FreeBitmap {
+        self.bitmap.get_or_init(|| FreeBitmap::new_all_taken(GEOMETRY[0].slots))
+    }
 }
 
 struct Region {
@@ -105,10 +153,10 @@ pub(crate) struct SlabId {
     slab: u32,
 }
 
-/// A worker's slabs: at most one owned slab per class.
+/// A worker's slabs: at most one owned slab per class, with the generation it was adopted in.
 #[derive(Debug)]
 pub(crate) struct AllocCache {
-    owned: [Option<SlabId>; CLASS_COUNT],
+    owned: [Option<(SlabId, u32)>; CLASS_COUNT],
 }
 
 impl Default for AllocCache {
@@ -122,10 +170,17 @@ pub(crate) struct Heap {
     config: HeapConfig,
     regions: Box<[OnceLock<Region>]>,
     region_count: AtomicUsize,
-    /// Empty slabs never given a class, in creation order (slow path only).
+    /// Empty slabs without a class: never used, or reclaimed (slow path only).
     fresh: Mutex<Vec<SlabId>>,
     /// Per class, slabs that were abandoned full and have had slots freed since.
     partial: Box<[Mutex<Vec<SlabId>>]>,
+    /// Slabs that became empty, with their generation then: reclaim candidates.
+    emptied: Mutex<Vec<(SlabId, u32)>>,
+    reclaimed: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Heap {
@@ -137,6 +192,8 @@ impl Heap {
             region_count: AtomicUsize::new(0),
             fresh: Mutex::new(Vec::new()),
             partial: (0..CLASS_COUNT).map(|_| Mutex::new(Vec::new())).collect(),
+            emptied: Mutex::new(Vec::new()),
+            reclaimed: AtomicU64::new(0),
         };
         Ok(heap)
     }
@@ -158,14 +215,16 @@ impl Heap {
         let offset = addr.offset() as usize;
         let slab = offset / SLAB_BYTES;
         let meta = region.slabs.get(slab).ok_or_else(bad)?;
-        let layout = meta.layout.get().ok_or_else(bad)?;
+        // Acquire: pairs with the Release store of the class in adopt_slab().
+        let class = meta.class.load(Ordering::Acquire);
+        let geometry = GEOMETRY.get(class as usize).ok_or_else(bad)?;
         let in_slab = (offset % SLAB_BYTES).checked_sub(SLAB_HEADER_BYTES).ok_or_else(bad)?;
-        let stride_bytes = layout.geometry.stride_words * 8;
-        if in_slab % stride_bytes != 0 || in_slab / stride_bytes >= layout.geometry.slots {
+        let stride_bytes = geometry.stride_words * 8;
+        if in_slab % stride_bytes != 0 || in_slab / stride_bytes >= geometry.slots {
             return Err(bad());
         }
         let first = offset / 8;
-        let words = &region.memory.words()[first..first + layout.geometry.stride_words];
+        let words = &region.memory.words()[first..first + geometry.stride_words];
         Ok(ObjectRef::new(words))
     }
 
@@ -179,37 +238,65 @@ impl Heap {
             }
         };
         loop {
-            if let Some(id) = cache.owned[class] {
-                let layout = self.layout(id);
-                if let Some(slot) = layout.bitmap.take() {
-                    return Ok(self.slot_addr(id, layout, slot));
+            if let Some((id, generation)) = cache.owned[class] {
+                let meta = self.slab_meta(id);
+                if meta.pin() {
+                    if meta.generation.load(Ordering::Acquire) == generation {
+                        if let Some(slot) = meta.bitmap().take() {
+                            // The pin becomes the reserved slot's count.
+                            return Ok(self.slot_addr(id, class, slot));
+                        }
+                        // Full: abandon it. A free that lands after this store lists it again.
+                        meta.state.store(SLAB_ABANDONED, Ordering::Release);
+                        // A free between take() and the store above did not list the slab;
+                        // re-check once so such a slot is not stranded.
+                        if meta.bitmap().count_free() > 0 {
+                            self.list_partial(id, class);
+                        }
+                    }
+                    self.unpin(id, meta, generation);
                 }
-                // Full: abandon it. A free that lands after this store lists it again.
-                self.slab_meta(id).state.store(SLAB_ABANDONED, Ordering::Release);
                 cache.owned[class] = None;
-                // A free may have happened between take() and the store above without listing
-                // the slab; re-check once so such a slot is not stranded.
-                if layout.bitmap.count_free() > 0 {
-                    self.list_partial(id, class);
-                }
             }
             cache.owned[class] = Some(self.adopt_slab(class)?);
         }
     }
 
-    /// Returns the slot at `addr` to its slab's free set.
-    pub(crate) fn release(&self, addr: Addr) {
+    /// Drops one count from `live` on behalf of a user of generation `generation`; the slab is
+    /// a reclaim candidate when none is left and that generation is still current. A pin taken
+    /// on a slab reclaimed since (a stale worker cache) is dropped without making it one, so a
+    /// slab is never reclaimed twice for one emptying.
+    fn unpin(&self, id: SlabId, meta: &SlabMeta, generation: u32) {
+        // AcqRel: pairs with the reclaimer's CAS from 0; the bitmap update before this is seen.
+        if meta.live.fetch_sub(1, Ordering::AcqRel) == 1
+            && meta.generation.load(Ordering::Acquire) == generation
+            && meta.class.load(Ordering::Acquire) != NO_CLASS
+        {
+            lock(&self.emptied).push((id, generation));
+        }
+    }
+
+    /// Returns the slot at `addr` to its slab's free set; `freed_at` is the write timestamp of
+    /// the free (`None` when an allocation was abandoned before it became visible).
+    pub(crate) fn release(&self, addr: Addr, freed_at: Option<ordo_clock::Timestamp>) {
         let region = self.region(addr.region()).expect("released addresses were reserved");
         let offset = addr.offset() as usize;
         let slab = (offset / SLAB_BYTES) as u32;
         let id = SlabId { region: addr.region(), slab };
         let meta = &region.slabs[slab as usize];
-        let layout = meta.layout.get().expect("released addresses lie in classed slabs");
-        let slot = (offset % SLAB_BYTES - SLAB_HEADER_BYTES) / (layout.geometry.stride_words * 8);
-        layout.bitmap.put(slot);
-        if meta.state.load(Ordering::Acquire) == SLAB_ABANDONED {
-            self.list_partial(id, layout.class);
+        let class = meta.class.load(Ordering::Acquire) as usize;
+        let geometry = GEOMETRY[class];
+        let slot = (offset % SLAB_BYTES - SLAB_HEADER_BYTES) / (geometry.stride_words * 8);
+        meta.bitmap().put(slot);
+        if let Some(ts) = freed_at {
+            meta.last_free_ts.fetch_max(ts.as_nanos(), Ordering::AcqRel);
         }
+        if meta.state.load(Ordering::Acquire) == SLAB_ABANDONED {
+            self.list_partial(id, class);
+        }
+        // The slot was reserved in the current generation: a slab with live slots is never
+        // reclaimed.
+        self.unpin(id, meta, meta.generation.load(Ordering::Acquire));
     }
 
     fn list_partial(&self, id: SlabId, class: usize) {
@@ -219,48 +306,39 @@ impl Heap {
             .compare_exchange(SLAB_ABANDONED, SLAB_LISTED, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            self.partial[class].lock().unwrap_or_else(|e| e.into_inner()).push(id);
+            lock(&self.partial[class]).push(id);
         }
     }
 
-    fn layout(&self, id: SlabId) -> &SlabLayout {
-        self.slab_meta(id).layout.get().expect("owned slabs have a layout")
-    }
-
-    fn slot_addr(&self, id: SlabId, layout: &SlabLayout, slot: usize) -> Addr {
+    fn slot_addr(&self, id: SlabId, class: usize, slot: usize) -> Addr {
         let offset = id.slab as usize * SLAB_BYTES
             + SLAB_HEADER_BYTES
-            + slot * layout.geometry.stride_words * 8;
+            + slot * GEOMETRY[class].stride_words * 8;
         Addr::new(id.region, offset as u64)
     }
 
     /// Takes a listed partial slab of `class`, or gives a fresh slab that class.
-    fn adopt_slab(&self, class: usize) -> Result<SlabId, Error> {
-        {
-            let mut list = self.partial[class].lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(id) = list.pop() {
-                self.slab_meta(id).state.store(SLAB_OWNED, Ordering::Release);
-                return Ok(id);
-            }
+    fn adopt_slab(&self, class: usize) -> Result<(SlabId, u32), Error> {
+        if let Some(id) = lock(&self.partial[class]).pop() {
+            let meta = self.slab_meta(id);
+            meta.state.store(SLAB_OWNED, Ordering::Release);
+            return Ok((id, meta.generation.load(Ordering::Acquire)));
         }
         let id = self.fresh_slab()?;
         let region = self.region(id.region).expect("fresh slabs name existing regions");
-        let geometry = Geometry::of(class);
         let meta = &region.slabs[id.slab as usize];
-        let installed = meta.layout.set(SlabLayout {
-            class,
-            geometry,
-            bitmap: FreeBitmap::new_all_free(geometry.slots),
-        });
-        debug_assert!(installed.is_ok(), "fresh slabs have no layout yet");
-        meta.state.store(SLAB_OWNED, Ordering::Release);
+        // The slab is ours alone: unclassed, live == 0, on no list.
+        meta.bitmap().reset_all_free(GEOMETRY[class].slots);
+        meta.state.store(SLAB_OWNED, Ordering::Relaxed);
         let header_word = id.slab as usize * SLAB_BYTES / 8;
-        region.memory.words()[header_word].store(SLAB_MAGIC | class as u64, Ordering::Release);
-        Ok(id)
+        region.memory.words()[header_word].store(SLAB_MAGIC | class as u64, Ordering::Relaxed);
+        // Release: pairs with the Acquire class loads in object()/release().
+        meta.class.store(class as u32, Ordering::Release);
+        Ok((id, meta.generation.load(Ordering::Acquire)))
     }
 
     fn fresh_slab(&self) -> Result<SlabId, Error> {
-        let mut fresh = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fresh = lock(&self.fresh);
         if fresh.is_empty() {
             let id = self.region_count.load(Ordering::Acquire);
             if id >= self.config.regions_max {
@@ -292,13 +370,83 @@ impl Heap {
     /// Gives up every slab `cache` owns (its worker is going away).
     pub(crate) fn abandon(&self, cache: &mut AllocCache) {
         for (class, owned) in cache.owned.iter_mut().enumerate() {
-            if let Some(id) = owned.take() {
-                self.slab_meta(id).state.store(SLAB_ABANDONED, Ordering::Release);
-                if self.layout(id).bitmap.count_free() > 0 {
-                    self.list_partial(id, class);
+            if let Some((id, generation)) = owned.take() {
+                let meta = self.slab_meta(id);
+                if meta.pin() {
+                    if meta.generation.load(Ordering::Acquire) == generation {
+                        meta.state.store(SLAB_ABANDONED, Ordering::Release);
+                        if meta.bitmap().count_free() > 0 {
+                            self.list_partial(id, class);
+                        }
+                    }
+                    self.unpin(id, meta, generation);
                 }
             }
         }
+    }
+
+    /// Reclaims every emptied slab whose last free is at or below the GC safe point `below` (FaRMv2
+    /// §4.8): no transaction can still read its objects, so it may take another size class.
+    /// A slab allocated from again in the meantime is kept. Returns how many were reclaimed.
+    pub(crate) fn reclaim_slabs(&self, below: ordo_clock::Timestamp) -> usize {
+        let candidates = std::mem::take(&mut *lock(&self.emptied));
+        let mut waiting = Vec::new();
+        let mut reclaimed = 0;
+        for (id, generation) in candidates {
+            let meta = self.slab_meta(id);
+            if meta.generation.load(Ordering::Acquire) != generation
+                || meta.class.load(Ordering::Acquire) == NO_CLASS
+            {
+                continue; // already reclaimed, or being adopted
+            }
+            // A reader at `below` or later sees every free in the slab (versions at or below
+            // its read timestamp), so it never reads the old objects.
+            if meta.last_free_ts.load(Ordering::Acquire) > below.as_nanos() {
+                waiting.push((id, generation));
+                continue;
+            }
+            // AcqRel: pairs with unpin()'s fetch_sub; fails if anyone allocated or pinned since.
+            if meta
+                .live
+                .compare_exchange(0, RECLAIMING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue; // allocation during the wait keeps the slab
+            }
+            // Check the last free again now that nobody can allocate: the slab may have been
+            // allocated from and emptied again since the check above (ABA on `live`).
+            if meta.last_free_ts.load(Ordering::Acquire) > below.as_nanos() {
+                meta.live.store(0, Ordering::Release);
+                waiting.push((id, generation));
+                continue;
+            }
+            let class = meta.class.load(Ordering::Acquire) as usize;
+            if class < CLASS_COUNT {
+                lock(&self.partial[class]).retain(|s| *s != id);
+            }
+            meta.generation.fetch_add(1, Ordering::AcqRel);
+            meta.class.store(NO_CLASS, Ordering::Release);
+            meta.last_free_ts.store(0, Ordering::Relaxed);
+            // Zero the slab so the next class finds clean object headers. No transaction reads
+            // it: every active read timestamp is above its last free.
+            let region = self.region(id.region).expect("slab ids name existing regions");
+            let first = id.slab as usize * SLAB_BYTES / 8;
+            for w in &region.memory.words()[first..first + SLAB_BYTES / 8] {
+                w.store(0, Ordering::Relaxed);
+            }
+            // Release: ends the reclaim; pairs with pin()'s Acquire.
+            meta.live.store(0, Ordering::Release);
+            lock(&self.fresh).push(id);
+            reclaimed += 1;
+        }
+        lock(&self.emptied).extend(waiting);
+        self.reclaimed.fetch_add(reclaimed as u64, Ordering::Relaxed);
+        reclaimed
+    }
+
+    /// Slabs reclaimed for reuse so far.
+    pub(crate) fn slabs_reclaimed(&self) -> u64 {
+        self.reclaimed.load(Ordering::Relaxed)
     }
 
     /// Number of regions created so far.
@@ -336,7 +484,7 @@ mod tests {
         }
         assert_eq!(seen.len(), 8 * Geometry::of(class_for(200_000).unwrap()).slots);
         let a = *seen.iter().next().unwrap();
-        heap.release(a);
+        heap.release(a, None);
         assert_eq!(heap.reserve(&mut cache, 200_000).unwrap(), a);
     }
 

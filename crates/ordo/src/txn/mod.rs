@@ -357,7 +357,7 @@ impl<'db, C: Clock> Tx<'db, C> {
                 WriteKind::Free => return Err(Error::NotAllocated { addr }),
                 WriteKind::Alloc => {
                     self.w().writes.remove(i);
-                    self.shared.heap.release(addr);
+                    self.shared.heap.release(addr, None);
                 }
                 WriteKind::Update => self.w().writes.mark_free(i),
             }

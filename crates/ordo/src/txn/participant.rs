@@ -146,7 +146,7 @@ impl Participant for LocalParticipant<'_> {
                 }
                 WriteKind::Free => {
                     obj.install(wts, false, e.len_bytes, e.old_version, writes.data(&e));
-                    self.heap.release(e.addr);
+                    self.heap.release(e.addr, Some(wts));
                 }
             }
             writes.entries_mut()[i].locked = None;
@@ -163,7 +163,7 @@ impl Participant for LocalParticipant<'_> {
         }
         for e in writes.entries() {
             if e.kind == WriteKind::Alloc {
-                self.heap.release(e.addr);
+                self.heap.release(e.addr, None);
             }
         }
         writes.clear();
