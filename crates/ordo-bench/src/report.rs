@@ -16,3 +16,40 @@ pub fn display<S: serde::Serializer>(i: &ordo::Isolation, s: S) -> Result<S::Ok,
 pub fn debug<T: std::fmt::Debug, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format!("{v:?}").to_lowercase())
 }
+
+/// Facts about the machine a result was measured on, for JSON lines.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Machine {
+    /// CPU model name from `/proc/cpuinfo`.
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Kernel release.
+    pub kernel: String,
+}
+
+impl Machine {
+    /// Reads the facts; unknown ones are `"unknown"`.
+    pub fn read() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
+            .map_or_else(|| "unknown".to_owned(), |s| s.trim().to_owned());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned());
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Machine { cpu_model, cpus, kernel }
+    }
+}
+
+/// The git revision of the working tree the benchmark runs from, or `"unknown"`.
+pub fn git_revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown".to_owned(), |s| s.trim().to_owned())
+}

@@ -150,6 +150,9 @@ pub fn load<C: Clock>(
     Ok(YcsbTable { db, rows, zipf })
 }
 
+/// A worker thread's key chooser, row buffer and request plan.
+type ThreadState = (SmallRng, Vec<u8>, Vec<(u64, bool)>);
+
 /// Runs the timed workload on a loaded table.
 pub fn run<C: Clock>(table: &YcsbTable<C>, cfg: &YcsbConfig) -> RunStats {
     let before = table.db.stats();
@@ -161,14 +164,14 @@ pub fn run<C: Clock>(table: &YcsbTable<C>, cfg: &YcsbConfig) -> RunStats {
         || table.db.stats(),
         |thread, _state| {
             thread_local! {
-                static STATE: std::cell::RefCell<Option<(SmallRng, Vec<u8>, Vec<(u64, bool)>)>> =
+                static STATE: std::cell::RefCell<Option<ThreadState>> =
                     const { std::cell::RefCell::new(None) };
             }
             STATE.with(|st| {
                 let mut st = st.borrow_mut();
                 let (rng, buf, plan) = st.get_or_insert_with(|| {
                     (
-                        SmallRng::seed_from_u64(cfg.seed ^ (thread as u64 + 1) * 0x9E37_79B9),
+                        SmallRng::seed_from_u64(cfg.seed ^ ((thread as u64 + 1) * 0x9E37_79B9)),
                         Vec::new(),
                         Vec::new(),
                     )

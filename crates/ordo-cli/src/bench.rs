@@ -29,6 +29,8 @@ pub(crate) struct BenchArgs {
 pub(crate) enum BenchCommand {
     /// Timestamp cost and new-timestamp rate per clock vs. thread count (ORDO Fig. 8).
     Clock(ClockArgs),
+    /// YCSB on the embedded engine, logical vs ORDO clock (ORDO Fig. 13).
+    Ycsb(crate::bench_ycsb::YcsbArgs),
 }
 
 /// Flags every workload takes.
@@ -42,7 +44,7 @@ pub(crate) struct CommonBenchArgs {
     duration_ms: Option<u64>,
     /// Print JSON lines on stdout instead of tables.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Clock(s) to use, comma-separated: logical, ordo, system [default: per workload].
     #[arg(long, value_name = "CLOCK", value_delimiter = ',')]
     clock: Vec<ClockChoice>,
@@ -51,6 +53,21 @@ pub(crate) struct CommonBenchArgs {
     calibration_runs: u64,
     #[command(flatten)]
     cache: CacheArgs,
+}
+
+impl CommonBenchArgs {
+    /// The thread counts of `--threads` [default: 1 and every count up to the usable cores].
+    pub(crate) fn thread_counts(&self) -> Result<Vec<usize>, CliError> {
+        match &self.threads {
+            Some(list) => Ok(list.0.clone()),
+            None => Ok((1..=usable_cores()?.len().max(1)).collect()),
+        }
+    }
+
+    /// `--duration-ms`, if given.
+    pub(crate) fn duration(&self) -> Option<Duration> {
+        self.duration_ms.map(Duration::from_millis)
+    }
 }
 
 /// A parsed `--threads` value (a newtype so clap treats it as one value).
@@ -86,13 +103,14 @@ pub(crate) struct ClockArgs {
 pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
     match &args.workload {
         BenchCommand::Clock(clock) => run_clock(clock),
+        BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
     }
 }
 
 /// Builds the clocks named by `--clock` (or `default`), printing cache warnings and fallbacks.
 /// An ORDO clock that falls back to the system clock is dropped when the system clock is
 /// already in the list.
-fn open_clocks(
+pub(crate) fn open_clocks(
     common: &CommonBenchArgs,
     default: &[ClockChoice],
 ) -> Result<Vec<AnyClock>, CliError> {
@@ -122,7 +140,7 @@ fn open_clocks(
     Ok(clocks)
 }
 
-fn progress_bar(total: usize) -> ProgressBar {
+pub(crate) fn progress_bar(total: usize) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(
         Some(u64::try_from(total).unwrap_or(u64::MAX)),
         ProgressDrawTarget::stderr(),

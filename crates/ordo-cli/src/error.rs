@@ -39,6 +39,9 @@ pub(crate) enum CliError {
     /// JSON output could not be produced.
     #[error("cannot encode JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A workload could not run (bad parameters, engine failure, failed result check).
+    #[error(transparent)]
+    Bench(#[from] ordo_bench::error::BenchError),
     /// A flag combination that cannot work.
     #[error("{0}")]
     Usage(String),
