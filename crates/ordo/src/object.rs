@@ -170,9 +170,27 @@ impl<'a> ObjectRef<'a> {
     /// `skip_read_lock_check` shortcut of the negative tests does that.
     #[inline]
     pub fn read(self, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, ReadFail> {
+        self.read_view(check_lock, |payload, _len_bytes| {
+            out.clear();
+            out.extend(payload.iter().map(|w| w.load(Ordering::Relaxed)));
+        })
+        .map(|(snap, ())| snap)
+    }
+
+    /// Runs `f` on the head version's payload words (exactly `ceil(len / 8)` of them, and the
+    /// length in bytes) inside the
+    /// seqlock check, retrying until it ran on one version; returns that version and `f`'s last
+    /// result. `f` may run several times and see a torn payload on all but the last run, so it
+    /// must only read — its results from torn runs are discarded.
+    #[inline]
+    pub fn read_view<R>(
+        self,
+        check_lock: bool,
+        mut f: impl FnMut(&[AtomicU64], usize) -> R,
+    ) -> Result<(Snapshot, R), ReadFail> {
         loop {
             // Acquire: pairs with the Release store of word 0 in install()/unlock(), so the
-            // payload copied below is at least as new as the version named by h1.
+            // payload read below is at least as new as the version named by h1.
             let h1 = Header(self.words[0].load(Ordering::Acquire));
             if check_lock && h1.is_locked() {
                 return Err(ReadFail::Locked);
@@ -189,14 +207,13 @@ impl<'a> ObjectRef<'a> {
                 }
                 continue;
             }
-            out.clear();
-            out.extend(payload[..len_words].iter().map(|w| w.load(Ordering::Relaxed)));
-            // Acquire fence: pairs with the Release fence in try_lock(); if any word copied above
+            let r = f(&payload[..len_words], len_bytes);
+            // Acquire fence: pairs with the Release fence in try_lock(); if any word read above
             // came from a writer holding the lock, the reload below sees the lock or later.
             fence(Ordering::Acquire);
             let h2 = self.words[0].load(Ordering::Relaxed);
             if h2 == h1.raw() {
-                return Ok(Snapshot { header: h1, len_bytes, ovp: w1 & OVP_MASK });
+                return Ok((Snapshot { header: h1, len_bytes, ovp: w1 & OVP_MASK }, r));
             }
             std::hint::spin_loop();
         }

@@ -151,3 +151,24 @@ fn bad_config_is_rejected() {
     let c = Config { threads_max: 0, ..Config::default() };
     assert!(matches!(Ordo::with_clock(c, LogicalClock::new()), Err(Error::Config(_))));
 }
+
+#[test]
+fn read_view_reads_in_place_buffered_and_old_versions() {
+    let config = Config { versions: ordo::Versions::Multi, ..Config::default() };
+    let db = Ordo::with_clock(config, LogicalClock::new()).unwrap();
+    let a = db.run(|tx| tx.alloc(&[1u64, 2, 3])).unwrap();
+    let mut old = db.begin().unwrap();
+    assert_eq!(old.read_view(a, |v| (v.len(), v.word(1))).unwrap(), (24, Some(2)));
+    db.run(|tx| tx.write(a, &[10u64, 20, 30])).unwrap();
+    // The old snapshot reads the old version through a copy.
+    assert_eq!(old.read_view(a, |v| v.word(2)).unwrap(), Some(3));
+    let mut tx = db.begin().unwrap();
+    assert_eq!(tx.read_view(a, |v| v.word(2)).unwrap(), Some(30));
+    tx.write(a, &[7u64, 8, 9]).unwrap();
+    let mut field = [0u8; 8];
+    assert_eq!(tx.read_view(a, |v| v.copy_to(8, &mut field)).unwrap(), Some(()));
+    assert_eq!(u64::from_le_bytes(field), 8);
+    assert_eq!(tx.read_view(a, |v| v.copy_to(20, &mut [0u8; 8])).unwrap(), None, "past the end");
+    tx.free(a).unwrap();
+    assert_eq!(tx.read_view(a, |v| v.len()), Err(Error::NotAllocated { addr: a }));
+}

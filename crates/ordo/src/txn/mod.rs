@@ -13,6 +13,7 @@ pub mod commit;
 mod options;
 pub mod participant;
 pub mod set;
+mod view;
 
 use bytemuck::Pod;
 use ordo_clock::{Clock, Timestamp};
@@ -22,6 +23,7 @@ pub use commit::CommitInfo;
 pub use options::{BACKOFF_US_MAX, Isolation, Options, RETRIES_MAX_DEFAULT};
 #[cfg(feature = "shortcuts")]
 pub use options::{CommitStep, Shortcuts};
+pub use view::View;
 
 use crate::addr::Addr;
 use crate::db::Shared;
@@ -197,6 +199,15 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// Reads `addr` at `rts` into the worker's scratch buffer (or finds it in the write set) and
     /// gives `f` its bytes.
     fn with_bytes<R>(&mut self, addr: Addr, f: impl FnOnce(&[u8]) -> R) -> Result<R, Error> {
+        self.with_words(addr, |words, len_bytes| f(words_as_bytes(words, len_bytes)))
+    }
+
+    /// [`Tx::with_bytes`] on payload words and the length in bytes.
+    fn with_words<R>(
+        &mut self,
+        addr: Addr,
+        f: impl FnOnce(&[u64], usize) -> R,
+    ) -> Result<R, Error> {
         self.check_live()?;
         let rts = self.rts;
         let check_lock = self.check_lock();
@@ -207,7 +218,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             if e.kind == WriteKind::Free {
                 return Err(Error::NotAllocated { addr });
             }
-            return Ok(f(words_as_bytes(w.writes.data(&e), e.len_bytes)));
+            return Ok(f(w.writes.data(&e), e.len_bytes));
         }
         let snap = match participant.read(addr, &mut w.scratch, check_lock) {
             Ok(s) => s,
@@ -240,7 +251,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         if !header.is_allocated() {
             return Err(Error::NotAllocated { addr });
         }
-        Ok(f(words_as_bytes(&w.scratch, len_bytes)))
+        Ok(f(&w.scratch, len_bytes))
     }
 
     /// Reads a plain-data value. The object's size must be `size_of::<T>()`.
@@ -256,6 +267,46 @@ impl<'db, C: Clock> Tx<'db, C> {
                 Err(Error::WrongSize { addr, len_bytes: b.len(), got_bytes: want })
             }
         })?
+    }
+
+    /// Reads parts of an object in place, without copying it: `f` gets a [`View`] of the payload
+    /// and reads what it needs (a field of a large row costs one cache line instead of the row).
+    ///
+    /// # Isolation
+    /// As [`Tx::read`]. `f` may run more than once — on a torn payload, whose result is
+    /// discarded — so it must only read through the view.
+    pub fn read_view<R>(
+        &mut self,
+        addr: Addr,
+        mut f: impl FnMut(View<'_>) -> R,
+    ) -> Result<R, Error> {
+        self.check_live()?;
+        let rts = self.rts;
+        let check_lock = self.check_lock();
+        if self.w().writes.find(addr).is_some() {
+            return self.with_words(addr, |w, len| f(View::owned(w, len)));
+        }
+        let shared = self.shared;
+        let obj = shared.heap.object(addr)?;
+        let (snap, r) = match obj.read_view(check_lock, |p, len| f(View::shared(p, len))) {
+            Ok(v) => v,
+            Err(crate::object::ReadFail::Locked) => {
+                return Err(self.doom(Abort::ReadLocked { addr }));
+            }
+            Err(crate::object::ReadFail::BadLength { len_bytes }) => {
+                return Err(Error::CorruptObject { addr, len_bytes });
+            }
+        };
+        if snap.header.ts() > rts {
+            // Newer than the snapshot: an old version (multi-version mode) or an abort.
+            return self.with_words(addr, |w, len| f(View::owned(w, len)));
+        }
+        let w = self.w();
+        w.reads.push(ReadEntry { addr, header: snap.header, len_bytes: snap.len_bytes as u32 });
+        if !snap.header.is_allocated() {
+            return Err(Error::NotAllocated { addr });
+        }
+        Ok(r)
     }
 
     /// Reads an object's bytes into a new vector.
@@ -340,8 +391,20 @@ impl<'db, C: Clock> Tx<'db, C> {
             return Err(Error::ReadOnly { addr: Addr::NULL });
         }
         let shared = self.shared;
+        let rts = self.rts;
         let w = self.w();
         let addr = shared.heap.reserve(&mut w.alloc, bytes.len())?;
+        // A slot freed after `rts` still holds a live object in this attempt's snapshot, which
+        // the attempt may have read or written, or reach later through a pointer it read.
+        // Allocating it would alias that object with the new one in the attempt's own view (the
+        // write set shadows the snapshot), and a read of it would escape validation (written
+        // objects are not validated). The attempt is doomed instead; a retry's snapshot is past
+        // the free. (Fresh and reclaimed slots have a zero header.)
+        let head = shared.heap.object(addr).ok().map(|o| o.header().ts());
+        if let Some(version) = head.filter(|ts| *ts > rts) {
+            shared.heap.release(addr, None);
+            return Err(self.doom(Abort::TooNew { addr, version, rts }));
+        }
         w.writes.push(addr, WriteKind::Alloc, bytes, crate::object::Expect::Free);
         Ok(addr)
     }
