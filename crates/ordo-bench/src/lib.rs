@@ -7,5 +7,6 @@ pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod report;
+pub mod scan_update;
 pub mod ycsb;
 pub mod zipf;

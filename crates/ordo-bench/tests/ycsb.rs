@@ -61,3 +61,46 @@ fn bad_parameters_are_rejected() {
         );
     }
 }
+
+#[test]
+fn scan_update_runs_in_every_mode_and_rejects_bad_input() {
+    use ordo_bench::scan_update::{self, ScanUpdateConfig, VersionMode};
+    for mode in VersionMode::ALL {
+        let cfg = ScanUpdateConfig {
+            rows: 500,
+            length: 100,
+            mode,
+            budget_blocks: 4,
+            threads: 2,
+            duration: std::time::Duration::from_millis(100),
+            scan_attempts_max: 50,
+        };
+        let table = scan_update::load(LogicalClock::new(), &cfg).unwrap();
+        let r = scan_update::run(&table, &cfg);
+        assert!(r.updates_per_s > 0.0, "{mode:?}");
+    }
+    let bad = ScanUpdateConfig {
+        rows: 10,
+        length: 11,
+        mode: VersionMode::Single,
+        budget_blocks: 1,
+        threads: 1,
+        duration: std::time::Duration::from_millis(1),
+        scan_attempts_max: 1,
+    };
+    assert!(scan_update::load(LogicalClock::new(), &bad).is_err());
+    assert!(
+        scan_update::load(
+            LogicalClock::new(),
+            &ScanUpdateConfig { length: 5, threads: 0, ..bad.clone() }
+        )
+        .is_err()
+    );
+    assert!(
+        scan_update::load(
+            LogicalClock::new(),
+            &ScanUpdateConfig { length: 5, mode: VersionMode::Block, budget_blocks: 0, ..bad }
+        )
+        .is_err()
+    );
+}

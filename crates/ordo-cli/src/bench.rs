@@ -31,6 +31,8 @@ pub(crate) enum BenchCommand {
     Clock(ClockArgs),
     /// YCSB on the embedded engine, logical vs ORDO clock (ORDO Fig. 13).
     Ycsb(crate::bench_ycsb::YcsbArgs),
+    /// Long scans against single-row updates, single- vs multi-version (FaRMv2 Fig. 15).
+    ScanUpdate(crate::bench_scan::ScanArgs),
 }
 
 /// Flags every workload takes.
@@ -104,6 +106,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
     match &args.workload {
         BenchCommand::Clock(clock) => run_clock(clock),
         BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
+        BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
     }
 }
 

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_scan;
 mod bench_ycsb;
 mod calibrate;
 mod clock_setup;
