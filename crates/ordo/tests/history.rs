@@ -87,3 +87,37 @@ fn skewed_test_clock_histories_are_accepted() {
             .build()
     });
 }
+
+/// Long read-only scans over every list race short updates. In multi-version mode the scans read
+/// old versions and commit; in single-version mode they abort — but every attempt, committed or
+/// not, must have seen one snapshot (opacity), which the checker verifies either way.
+#[test]
+fn long_scans_racing_updates_are_opaque_in_both_version_modes() {
+    for versions in [Versions::Multi, Versions::Single] {
+        let db =
+            Ordo::with_clock(Config { versions, ..Config::default() }, SystemClock::new()).unwrap();
+        let lists = common::make_lists(&db, 24);
+        let rec = Recorder::new();
+        let scan_ops: Vec<common::Op> = (0..lists.len()).map(common::Op::Read).collect();
+        let mut committed_scans = 0;
+        std::thread::scope(|s| {
+            let (db, lists, rec) = (&db, &lists, &rec);
+            s.spawn(move || {
+                common::run_random(db, lists, rec, 2, 300, Options::default(), 5);
+            });
+            let mut v = 0;
+            for _ in 0..150 {
+                if common::attempt(db, lists, rec, 900, Options::default(), &scan_ops, &mut v) {
+                    committed_scans += 1;
+                }
+            }
+        });
+        let h = rec.history();
+        if let Err(v) = check_opacity(&h) {
+            panic!("{versions:?}: {v}");
+        }
+        if versions == Versions::Multi {
+            assert!(committed_scans > 0, "multi-version scans should commit");
+        }
+    }
+}
