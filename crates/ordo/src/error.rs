@@ -248,6 +248,41 @@ pub enum Error {
         /// What was wrong with it.
         reason: &'static str,
     },
+    /// A node or value object of a B+tree whose bytes do not decode as the tree's layout or break
+    /// one of its invariants (a wrong root address, or corruption). Opacity rules out torn
+    /// structure, so this is never a race.
+    #[error("tree object {addr} is corrupt: {reason}")]
+    CorruptTree {
+        /// The object that failed to decode or check.
+        addr: Addr,
+        /// What was wrong with it.
+        reason: &'static str,
+    },
+    /// A range scan whose lower bound lies above its upper bound.
+    #[error("invalid range: the lower bound is above the upper bound")]
+    InvalidRange,
+    /// A table of this name already exists in the catalog.
+    #[error("table {name:?} already exists")]
+    TableExists {
+        /// The table's name.
+        name: String,
+    },
+    /// An operation the table's kind does not offer (a range scan of a hash table).
+    #[error("{op} is not supported by {kind} tables")]
+    WrongTableKind {
+        /// The operation.
+        op: &'static str,
+        /// The table's kind.
+        kind: &'static str,
+    },
+    /// A catalog entry that does not decode (a wrong catalog address, or corruption).
+    #[error("catalog entry {name:?} is corrupt: {reason}")]
+    CorruptCatalog {
+        /// The table's name.
+        name: String,
+        /// What was wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl Error {

@@ -41,6 +41,10 @@ mod mvcc;
 pub mod object;
 mod sync;
 #[cfg(not(loom))]
+pub mod table;
+#[cfg(not(loom))]
+pub mod tree;
+#[cfg(not(loom))]
 pub mod txn;
 #[cfg(not(loom))]
 mod worker;

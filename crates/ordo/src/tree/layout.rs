@@ -1,0 +1,710 @@
+//! Byte layout of the tree's nodes and entries, and the in-memory entry lists that updates build
+//! new nodes from.
+//!
+//! Everything here is a pure function of bytes — no transaction, no heap — so it can be tested on
+//! its own. Every decoder checks lengths and offsets before it slices: bytes read from the heap
+//! are never trusted to be a node (the caller may have opened a wrong address), and a decoding
+//! failure is an [`Error::CorruptTree`], never a panic. The layout is drawn in the module essay of
+//! [`super`]; all integers are little-endian.
+
+use std::ops::Range;
+
+use crate::addr::Addr;
+use crate::error::Error;
+
+use super::{
+    FORMAT_VERSION, INLINE_BYTES_MAX, KEY_BYTES_MAX, NODE_BYTES_MAX, NODE_BYTES_MIN,
+    VALUE_BYTES_MAX,
+};
+
+/// Bytes of a node's header.
+pub(super) const HEADER_BYTES: usize = 24;
+/// Bytes of one slot (the offset of an entry).
+pub(super) const SLOT_BYTES: usize = 2;
+/// Bytes of a leaf entry's header: key length, kind, zero, value length.
+pub(super) const LEAF_ENTRY_HEADER_BYTES: usize = 8;
+/// Bytes of an internal entry's header: key length and child address.
+pub(super) const INTERNAL_ENTRY_HEADER_BYTES: usize = 10;
+/// Bytes a leaf entry spends on an out-of-line value: the value object's address.
+const OUT_OF_LINE_BYTES: usize = 8;
+/// The most levels a tree may have; a node's level is below it. With every non-root internal
+/// node holding at least two children, 2^31 entries would be needed to reach it.
+pub(super) const LEVELS_MAX: u8 = 32;
+
+const NODE_MAGIC: u16 = u16::from_le_bytes(*b"BT");
+const KIND_INLINE: u8 = 0;
+const KIND_OUT_OF_LINE: u8 = 1;
+
+// Slot offsets and the data end are u16.
+const _: () = assert!(NODE_BYTES_MAX <= u16::MAX as usize);
+const _: () = assert!(NODE_BYTES_MIN > HEADER_BYTES);
+// Value lengths are u32.
+const _: () = assert!(VALUE_BYTES_MAX <= u32::MAX as usize);
+const _: () = assert!(KEY_BYTES_MAX <= u16::MAX as usize);
+// The smallest node still takes keys of a useful length, and the default node the full limit.
+const _: () = assert!(Geometry::of(NODE_BYTES_MIN).key_max >= 32);
+const _: () = assert!(Geometry::of(super::NODE_BYTES_DEFAULT).key_max == KEY_BYTES_MAX);
+const _: () = assert!(Geometry::of(super::NODE_BYTES_DEFAULT).inline_max == INLINE_BYTES_MAX);
+
+pub(super) fn corrupt(addr: Addr, reason: &'static str) -> Error {
+    Error::CorruptTree { addr, reason }
+}
+
+#[inline]
+fn get_u64(b: &[u8], off: usize) -> Option<u64> {
+    let bytes = b.get(off..off.checked_add(8)?)?;
+    let mut w = [0u8; 8];
+    w.copy_from_slice(bytes);
+    Some(u64::from_le_bytes(w))
+}
+
+#[inline]
+fn get_u32(b: &[u8], off: usize) -> Option<u32> {
+    let bytes = b.get(off..off.checked_add(4)?)?;
+    let mut w = [0u8; 4];
+    w.copy_from_slice(bytes);
+    Some(u32::from_le_bytes(w))
+}
+
+#[inline]
+fn get_u16(b: &[u8], off: usize) -> Option<u16> {
+    let bytes = b.get(off..off.checked_add(2)?)?;
+    let mut w = [0u8; 2];
+    w.copy_from_slice(bytes);
+    Some(u16::from_le_bytes(w))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Geometry: the limits that follow from the node size.
+
+/// The byte budget of a tree, derived from its node size (the root object's length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Geometry {
+    /// Bytes of every node object.
+    pub(super) node_bytes: usize,
+    /// Bytes for slots and entries: `node_bytes - HEADER_BYTES`.
+    pub(super) cap: usize,
+    /// A non-root node holding fewer used bytes (slots + entries) underflows: `cap / 4`.
+    pub(super) fill_min: usize,
+    /// The largest entry including its slot: `cap / 4`. Splits and redistributions leave both
+    /// halves above `fill_min` because of it (see the essay, "Fill bounds").
+    pub(super) entry_max: usize,
+    /// The longest key.
+    pub(super) key_max: usize,
+    /// A pair is stored inline when `key + value <= inline_max` (or the value is empty).
+    pub(super) inline_max: usize,
+}
+
+impl Geometry {
+    /// The geometry of nodes of `node_bytes` (which the caller checked to be in range).
+    pub(super) const fn of(node_bytes: usize) -> Geometry {
+        let cap = node_bytes - HEADER_BYTES;
+        let entry_max = cap / 4;
+        let out_of_line_overhead = SLOT_BYTES + LEAF_ENTRY_HEADER_BYTES + OUT_OF_LINE_BYTES;
+        let key_fit = entry_max - out_of_line_overhead;
+        let key_max = if key_fit < KEY_BYTES_MAX { key_fit } else { KEY_BYTES_MAX };
+        let inline_fit = entry_max - SLOT_BYTES - LEAF_ENTRY_HEADER_BYTES;
+        let inline_max = if inline_fit < INLINE_BYTES_MAX { inline_fit } else { INLINE_BYTES_MAX };
+        Geometry { node_bytes, cap, fill_min: cap / 4, entry_max, key_max, inline_max }
+    }
+
+    /// The geometry of the tree whose root object at `root` is `root_len` bytes long.
+    pub(super) fn for_root(root: Addr, root_len: usize) -> Result<Geometry, Error> {
+        if !(NODE_BYTES_MIN..=NODE_BYTES_MAX).contains(&root_len) {
+            return Err(corrupt(root, "root node has an impossible size"));
+        }
+        Ok(Geometry::of(root_len))
+    }
+
+    /// Whether a pair of these lengths is stored inside its leaf: when it fits the inline
+    /// limit, and always for an empty value (there is no empty object to put it in; the entry is
+    /// no larger than an out-of-line one).
+    #[inline]
+    pub(super) fn is_inline(&self, key_len: usize, value_len: usize) -> bool {
+        value_len == 0 || key_len + value_len <= self.inline_max
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entries.
+
+/// A leaf entry's value: in the leaf, or in its own object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Value<'b> {
+    /// The value bytes, inside the leaf.
+    Inline(&'b [u8]),
+    /// A value object of `len` bytes (never empty).
+    OutOfLine {
+        /// The value object.
+        addr: Addr,
+        /// Its length.
+        len: usize,
+    },
+}
+
+/// A decoded leaf entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LeafEntry<'b> {
+    pub(super) key: &'b [u8],
+    pub(super) value: Value<'b>,
+}
+
+/// Decodes a leaf entry occupying exactly `raw`.
+pub(super) fn leaf_entry(addr: Addr, raw: &[u8]) -> Result<LeafEntry<'_>, Error> {
+    let bad = |reason| corrupt(addr, reason);
+    let key_len = usize::from(get_u16(raw, 0).ok_or_else(|| bad("leaf entry is truncated"))?);
+    let kind = raw.get(2).copied().ok_or_else(|| bad("leaf entry is truncated"))?;
+    let value_len = get_u32(raw, 4).ok_or_else(|| bad("leaf entry is truncated"))? as usize;
+    let key_end = LEAF_ENTRY_HEADER_BYTES + key_len;
+    let key =
+        raw.get(LEAF_ENTRY_HEADER_BYTES..key_end).ok_or_else(|| bad("leaf key is truncated"))?;
+    let value = match kind {
+        KIND_INLINE => {
+            if raw.len() != key_end + value_len {
+                return Err(bad("inline leaf entry has the wrong length"));
+            }
+            Value::Inline(&raw[key_end..])
+        }
+        KIND_OUT_OF_LINE => {
+            if raw.len() != key_end + OUT_OF_LINE_BYTES {
+                return Err(bad("out-of-line leaf entry has the wrong length"));
+            }
+            let value = Addr::from_raw(get_u64(raw, key_end).ok_or_else(|| bad("truncated"))?);
+            if value.is_null() || value_len == 0 {
+                return Err(bad("out-of-line leaf entry names no value object"));
+            }
+            Value::OutOfLine { addr: value, len: value_len }
+        }
+        _ => return Err(bad("leaf entry has an unknown kind")),
+    };
+    Ok(LeafEntry { key, value })
+}
+
+fn leaf_header(key_len: usize, kind: u8, value_len: usize, out: &mut Vec<u8>) {
+    debug_assert!(key_len <= KEY_BYTES_MAX);
+    debug_assert!(value_len <= VALUE_BYTES_MAX);
+    out.extend_from_slice(&(key_len as u16).to_le_bytes());
+    out.push(kind);
+    out.push(0);
+    out.extend_from_slice(&(value_len as u32).to_le_bytes());
+}
+
+/// A leaf entry holding its value inline.
+pub(super) fn encode_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(LEAF_ENTRY_HEADER_BYTES + key.len() + value.len());
+    leaf_header(key.len(), KIND_INLINE, value.len(), &mut out);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
+}
+
+/// A leaf entry whose `value_len`-byte value lives in the object `value`.
+pub(super) fn encode_out_of_line(key: &[u8], value_len: usize, value: Addr) -> Vec<u8> {
+    let mut out = Vec::with_capacity(LEAF_ENTRY_HEADER_BYTES + key.len() + OUT_OF_LINE_BYTES);
+    leaf_header(key.len(), KIND_OUT_OF_LINE, value_len, &mut out);
+    out.extend_from_slice(key);
+    out.extend_from_slice(&value.to_raw().to_le_bytes());
+    out
+}
+
+/// Decodes an internal entry occupying exactly `raw`: a separator key and the child holding the
+/// keys from it (inclusive) up to the next separator (exclusive).
+pub(super) fn internal_entry(addr: Addr, raw: &[u8]) -> Result<(&[u8], Addr), Error> {
+    let bad = |reason| corrupt(addr, reason);
+    let key_len = usize::from(get_u16(raw, 0).ok_or_else(|| bad("internal entry is truncated"))?);
+    let child = Addr::from_raw(get_u64(raw, 2).ok_or_else(|| bad("internal entry is truncated"))?);
+    if raw.len() != INTERNAL_ENTRY_HEADER_BYTES + key_len {
+        return Err(bad("internal entry has the wrong length"));
+    }
+    if child.is_null() {
+        return Err(bad("internal entry names the null child"));
+    }
+    Ok((&raw[INTERNAL_ENTRY_HEADER_BYTES..], child))
+}
+
+/// An internal entry: separator `key`, then `child`.
+pub(super) fn encode_internal(key: &[u8], child: Addr) -> Vec<u8> {
+    debug_assert!(key.len() <= KEY_BYTES_MAX);
+    let mut out = Vec::with_capacity(INTERNAL_ENTRY_HEADER_BYTES + key.len());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&child.to_raw().to_le_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+/// The key of an entry of a node at `level` (leaf entries at level 0, internal above).
+pub(super) fn entry_key(addr: Addr, level: u8, raw: &[u8]) -> Result<&[u8], Error> {
+    if level == 0 { Ok(leaf_entry(addr, raw)?.key) } else { Ok(internal_entry(addr, raw)?.0) }
+}
+
+/// The shortest key `s` with `left < s <= right` (suffix truncation of separators): the prefix
+/// of `right` one byte longer than the common prefix. `None` unless `left < right`.
+pub(super) fn shortest_separator<'r>(left: &[u8], right: &'r [u8]) -> Option<&'r [u8]> {
+    if left >= right {
+        return None;
+    }
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    right.get(..common + 1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes.
+
+/// A node's header fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Header {
+    /// 0 for a leaf; a child's level is one less than its parent's.
+    pub(super) level: u8,
+    /// Entries.
+    pub(super) count: usize,
+    /// One past the last entry byte.
+    pub(super) data_end: usize,
+    /// Leaf: the previous leaf (null for the first). Internal: child 0.
+    pub(super) link0: Addr,
+    /// Leaf: the next leaf (null for the last). Internal: zero.
+    pub(super) link1: Addr,
+}
+
+/// A checked view of a node's bytes; entries are decoded on access.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NodeView<'b> {
+    pub(super) addr: Addr,
+    b: &'b [u8],
+    pub(super) header: Header,
+}
+
+impl<'b> NodeView<'b> {
+    /// Checks the header of node `addr` of a tree with nodes of `node_bytes`.
+    pub(super) fn parse(addr: Addr, b: &'b [u8], node_bytes: usize) -> Result<Self, Error> {
+        let bad = |reason| corrupt(addr, reason);
+        if b.len() != node_bytes {
+            return Err(bad("node has the wrong size"));
+        }
+        if get_u16(b, 0) != Some(NODE_MAGIC) {
+            return Err(bad("node lacks the tree magic"));
+        }
+        if b.get(2) != Some(&FORMAT_VERSION) {
+            return Err(bad("node has an unknown format version"));
+        }
+        let level = b.get(3).copied().ok_or_else(|| bad("node is truncated"))?;
+        if level >= LEVELS_MAX {
+            return Err(bad("node has an impossible level"));
+        }
+        let count = usize::from(get_u16(b, 4).ok_or_else(|| bad("node is truncated"))?);
+        let data_end = usize::from(get_u16(b, 6).ok_or_else(|| bad("node is truncated"))?);
+        let link0 = Addr::from_raw(get_u64(b, 8).ok_or_else(|| bad("node is truncated"))?);
+        let link1 = Addr::from_raw(get_u64(b, 16).ok_or_else(|| bad("node is truncated"))?);
+        let slots_end = HEADER_BYTES + SLOT_BYTES * count;
+        if slots_end > data_end || data_end > b.len() {
+            return Err(bad("node has an impossible count or data end"));
+        }
+        if level > 0 && (link0.is_null() || !link1.is_null()) {
+            return Err(bad("internal node has a bad child 0 or a next link"));
+        }
+        Ok(NodeView { addr, b, header: Header { level, count, data_end, link0, link1 } })
+    }
+
+    pub(super) fn is_leaf(&self) -> bool {
+        self.header.level == 0
+    }
+
+    pub(super) fn count(&self) -> usize {
+        self.header.count
+    }
+
+    /// Slot and entry bytes in use.
+    pub(super) fn used(&self) -> usize {
+        self.header.data_end - HEADER_BYTES
+    }
+
+    fn slot(&self, i: usize) -> Result<usize, Error> {
+        get_u16(self.b, HEADER_BYTES + SLOT_BYTES * i)
+            .map(usize::from)
+            .ok_or_else(|| corrupt(self.addr, "node slot is truncated"))
+    }
+
+    /// The bytes of entry `i`: from its slot to the next slot (or the data end).
+    pub(super) fn raw(&self, i: usize) -> Result<&'b [u8], Error> {
+        let h = &self.header;
+        if i >= h.count {
+            return Err(corrupt(self.addr, "entry index past the node's count"));
+        }
+        let start = self.slot(i)?;
+        let end = if i + 1 < h.count { self.slot(i + 1)? } else { h.data_end };
+        if start < HEADER_BYTES + SLOT_BYTES * h.count || start > end || end > h.data_end {
+            return Err(corrupt(self.addr, "node slot points outside the entry area"));
+        }
+        self.b.get(start..end).ok_or_else(|| corrupt(self.addr, "node slot is out of bounds"))
+    }
+
+    /// The key of entry `i`.
+    pub(super) fn key(&self, i: usize) -> Result<&'b [u8], Error> {
+        entry_key(self.addr, self.header.level, self.raw(i)?)
+    }
+
+    /// Leaf entry `i`.
+    pub(super) fn leaf(&self, i: usize) -> Result<LeafEntry<'b>, Error> {
+        leaf_entry(self.addr, self.raw(i)?)
+    }
+
+    /// Child `i` of an internal node (`0..=count`).
+    pub(super) fn child(&self, i: usize) -> Result<Addr, Error> {
+        if i == 0 {
+            Ok(self.header.link0)
+        } else {
+            Ok(internal_entry(self.addr, self.raw(i - 1)?)?.1)
+        }
+    }
+
+    /// The first entry index whose key is `>= key` (`strict`: `> key`), by binary search.
+    pub(super) fn lower_bound(&self, key: &[u8], strict: bool) -> Result<usize, Error> {
+        let (mut lo, mut hi) = (0, self.header.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let k = self.key(mid)?;
+            if k < key || (strict && k == key) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The child of an internal node that covers `key`: the number of separators `<= key`.
+    pub(super) fn route(&self, key: &[u8]) -> Result<usize, Error> {
+        self.lower_bound(key, true)
+    }
+
+    /// Checks what [`NodeView::parse`] does not need for lookups: slots packed in order from the
+    /// end of the slot array, every entry decoding, and zeros after the data end.
+    pub(super) fn check_packed(&self) -> Result<(), Error> {
+        let mut expect = HEADER_BYTES + SLOT_BYTES * self.header.count;
+        for i in 0..self.header.count {
+            if self.slot(i)? != expect {
+                return Err(corrupt(self.addr, "node entries are not packed in slot order"));
+            }
+            let raw = self.raw(i)?;
+            entry_key(self.addr, self.header.level, raw)?;
+            expect += raw.len();
+        }
+        if expect != self.header.data_end {
+            return Err(corrupt(self.addr, "node data end does not follow its last entry"));
+        }
+        if self.b.get(expect..).is_some_and(|tail| tail.iter().any(|&x| x != 0)) {
+            return Err(corrupt(self.addr, "node has bytes after its data end"));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry lists: the content of a node being rebuilt.
+
+/// The entries of a node under modification, in order, as encoded bytes; may temporarily hold
+/// more than a node does (an overflow about to be split, or two siblings about to be merged or
+/// redistributed). New entries are appended to one buffer and referenced by span, so inserting
+/// or removing moves spans, not bytes.
+#[derive(Clone, Debug, Default)]
+pub(super) struct EntryList {
+    data: Vec<u8>,
+    spans: Vec<Range<usize>>,
+    /// Sum over entries of slot + entry bytes.
+    used: usize,
+}
+
+impl EntryList {
+    /// The entries of `view`, copied.
+    pub(super) fn from_view(view: &NodeView<'_>) -> Result<Self, Error> {
+        let mut list = EntryList::default();
+        list.extend_from_view(view)?;
+        Ok(list)
+    }
+
+    /// Appends the entries of `view`.
+    pub(super) fn extend_from_view(&mut self, view: &NodeView<'_>) -> Result<(), Error> {
+        self.spans.reserve(view.count());
+        for i in 0..view.count() {
+            self.push(view.raw(i)?);
+        }
+        Ok(())
+    }
+
+    /// Appends the entries `range` of `other`.
+    pub(super) fn extend_from(&mut self, other: &EntryList, range: Range<usize>) {
+        for i in range {
+            self.push(other.get(i));
+        }
+    }
+
+    fn stash(&mut self, raw: &[u8]) -> Range<usize> {
+        let start = self.data.len();
+        self.data.extend_from_slice(raw);
+        start..self.data.len()
+    }
+
+    pub(super) fn push(&mut self, raw: &[u8]) {
+        let span = self.stash(raw);
+        self.used += SLOT_BYTES + raw.len();
+        self.spans.push(span);
+    }
+
+    /// Inserts `raw` as entry `i` (`i <= count`).
+    pub(super) fn insert(&mut self, i: usize, raw: &[u8]) {
+        let span = self.stash(raw);
+        self.used += SLOT_BYTES + raw.len();
+        self.spans.insert(i.min(self.spans.len()), span);
+    }
+
+    /// Replaces entry `i` (`i < count`).
+    pub(super) fn replace(&mut self, i: usize, raw: &[u8]) {
+        let span = self.stash(raw);
+        if let Some(old) = self.spans.get_mut(i) {
+            self.used = self.used - old.len() + raw.len();
+            *old = span;
+        }
+    }
+
+    /// Removes entry `i` (`i < count`).
+    pub(super) fn remove(&mut self, i: usize) {
+        if i < self.spans.len() {
+            let old = self.spans.remove(i);
+            self.used -= SLOT_BYTES + old.len();
+        }
+    }
+
+    pub(super) fn count(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Slot and entry bytes the entries would use in one node.
+    pub(super) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Entry `i`'s bytes (empty past the end; callers index within `count`).
+    pub(super) fn get(&self, i: usize) -> &[u8] {
+        self.spans.get(i).and_then(|s| self.data.get(s.clone())).unwrap_or(&[])
+    }
+
+    /// Slot and entry bytes of the entries `range`.
+    pub(super) fn used_of(&self, range: Range<usize>) -> usize {
+        self.spans.get(range).map_or(0, |s| s.iter().map(|r| SLOT_BYTES + r.len()).sum())
+    }
+
+    /// Where to split an over-full leaf list in two: the index `m` (`1..count`) of the first
+    /// entry of the right half that minimises the larger half.
+    pub(super) fn leaf_split_point(&self) -> usize {
+        let total = self.used;
+        let mut left = 0;
+        let mut best = (usize::MAX, 1);
+        for m in 1..self.spans.len() {
+            left += SLOT_BYTES + self.spans[m - 1].len();
+            let worst = left.max(total - left);
+            if worst < best.0 {
+                best = (worst, m);
+            }
+        }
+        best.1
+    }
+
+    /// Where to split an over-full internal list: the index `m` (`1..count-1`) of the entry
+    /// that moves up to the parent, leaving `..m` on the left and `m+1..` on the right, both
+    /// non-empty, minimising the larger half.
+    pub(super) fn internal_split_point(&self) -> usize {
+        let total = self.used;
+        let mut left = 0;
+        let mut best = (usize::MAX, 1);
+        let n = self.spans.len();
+        for m in 1..n.saturating_sub(1) {
+            left += SLOT_BYTES + self.spans[m - 1].len();
+            let right = total - left - (SLOT_BYTES + self.spans[m].len());
+            let worst = left.max(right);
+            if worst < best.0 {
+                best = (worst, m);
+            }
+        }
+        best.1
+    }
+
+    /// Encodes entries `range` as a node of `node_bytes` at `level` with the given links.
+    /// The entries must fit (the caller checked [`EntryList::used_of`] against the capacity).
+    pub(super) fn encode(
+        &self,
+        range: Range<usize>,
+        node_bytes: usize,
+        level: u8,
+        link0: Addr,
+        link1: Addr,
+    ) -> Vec<u8> {
+        let spans = self.spans.get(range).unwrap_or(&[]);
+        let mut b = vec![0u8; node_bytes];
+        let slots_end = HEADER_BYTES + SLOT_BYTES * spans.len();
+        let mut at = slots_end;
+        for (i, span) in spans.iter().enumerate() {
+            let raw = self.data.get(span.clone()).unwrap_or(&[]);
+            let end = at + raw.len();
+            debug_assert!(end <= node_bytes, "entries overflow the node");
+            if end > node_bytes {
+                break;
+            }
+            let slot = HEADER_BYTES + SLOT_BYTES * i;
+            b[slot..slot + SLOT_BYTES].copy_from_slice(&(at as u16).to_le_bytes());
+            b[at..end].copy_from_slice(raw);
+            at = end;
+        }
+        b[0..2].copy_from_slice(&NODE_MAGIC.to_le_bytes());
+        b[2] = FORMAT_VERSION;
+        b[3] = level;
+        b[4..6].copy_from_slice(&(spans.len() as u16).to_le_bytes());
+        b[6..8].copy_from_slice(&(at as u16).to_le_bytes());
+        b[8..16].copy_from_slice(&link0.to_raw().to_le_bytes());
+        b[16..24].copy_from_slice(&link1.to_raw().to_le_bytes());
+        b
+    }
+}
+
+/// Rewrites the `link0` field (a leaf's previous-leaf link) of encoded node bytes.
+pub(super) fn set_link0(b: &mut [u8], link0: Addr) {
+    if let Some(field) = b.get_mut(8..16) {
+        field.copy_from_slice(&link0.to_raw().to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const N: usize = 512;
+
+    fn leaf_of(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut list = EntryList::default();
+        for (k, v) in pairs {
+            list.push(&encode_inline(k, v));
+        }
+        list.encode(0..list.count(), N, 0, Addr::new(0, 64), Addr::NULL)
+    }
+
+    #[test]
+    fn geometry_limits() {
+        let g = Geometry::of(4096);
+        assert_eq!(g.cap, 4072);
+        assert_eq!(g.fill_min, 1018);
+        assert_eq!(g.key_max, KEY_BYTES_MAX);
+        assert_eq!(g.inline_max, INLINE_BYTES_MAX);
+        let small = Geometry::of(NODE_BYTES_MIN);
+        assert_eq!(small.cap, 232);
+        assert_eq!(small.key_max, 58 - 18);
+        assert_eq!(small.inline_max, 48);
+        for g in [g, small, Geometry::of(NODE_BYTES_MAX)] {
+            assert!(SLOT_BYTES + LEAF_ENTRY_HEADER_BYTES + g.inline_max <= g.entry_max);
+            assert!(SLOT_BYTES + LEAF_ENTRY_HEADER_BYTES + g.key_max + 8 <= g.entry_max);
+            assert!(SLOT_BYTES + INTERNAL_ENTRY_HEADER_BYTES + g.key_max <= g.entry_max);
+        }
+        assert!(Geometry::for_root(Addr::NULL, NODE_BYTES_MIN - 1).is_err());
+        assert!(Geometry::for_root(Addr::NULL, NODE_BYTES_MAX + 1).is_err());
+    }
+
+    #[test]
+    fn leaf_roundtrip_and_search() {
+        let b = leaf_of(&[(b"a", b"1"), (b"c", b""), (b"e", b"555")]);
+        let v = NodeView::parse(Addr::new(0, 64), &b, N).unwrap();
+        v.check_packed().unwrap();
+        assert!(v.is_leaf());
+        assert_eq!(v.count(), 3);
+        assert_eq!(v.key(1).unwrap(), b"c");
+        assert_eq!(v.leaf(2).unwrap().value, Value::Inline(b"555"));
+        assert_eq!(v.lower_bound(b"c", false).unwrap(), 1);
+        assert_eq!(v.lower_bound(b"c", true).unwrap(), 2);
+        assert_eq!(v.lower_bound(b"", false).unwrap(), 0);
+        assert_eq!(v.lower_bound(b"z", false).unwrap(), 3);
+        assert_eq!(v.header.link0, Addr::new(0, 64));
+        let e = encode_out_of_line(b"key", 1000, Addr::new(1, 128));
+        assert_eq!(
+            leaf_entry(Addr::NULL, &e).unwrap().value,
+            Value::OutOfLine { addr: Addr::new(1, 128), len: 1000 }
+        );
+    }
+
+    #[test]
+    fn internal_roundtrip_and_route() {
+        let mut list = EntryList::default();
+        list.push(&encode_internal(b"d", Addr::new(0, 200)));
+        list.push(&encode_internal(b"m", Addr::new(0, 300)));
+        let b = list.encode(0..2, N, 1, Addr::new(0, 100), Addr::NULL);
+        let v = NodeView::parse(Addr::NULL, &b, N).unwrap();
+        v.check_packed().unwrap();
+        assert_eq!(v.route(b"a").unwrap(), 0);
+        assert_eq!(v.route(b"d").unwrap(), 1);
+        assert_eq!(v.route(b"l").unwrap(), 1);
+        assert_eq!(v.route(b"m").unwrap(), 2);
+        assert_eq!(v.child(0).unwrap(), Addr::new(0, 100));
+        assert_eq!(v.child(2).unwrap(), Addr::new(0, 300));
+        assert!(v.child(3).is_err());
+    }
+
+    #[test]
+    fn entry_list_edits_and_split_points() {
+        let mut list = EntryList::default();
+        for i in 0..10u8 {
+            list.push(&encode_inline(&[i], &[i; 20]));
+        }
+        let one = SLOT_BYTES + LEAF_ENTRY_HEADER_BYTES + 21;
+        assert_eq!(list.used(), 10 * one);
+        assert_eq!(list.leaf_split_point(), 5);
+        assert_eq!(list.internal_split_point(), 4);
+        list.remove(0);
+        list.insert(9, &encode_inline(b"zz", b""));
+        list.replace(0, &encode_inline(&[1], b"x"));
+        assert_eq!(list.count(), 10);
+        assert_eq!(list.used(), 8 * one + (SLOT_BYTES + 8 + 2) + (SLOT_BYTES + 8 + 2));
+        assert_eq!(list.used_of(0..10), list.used());
+        let b = list.encode(0..10, N, 0, Addr::NULL, Addr::NULL);
+        let v = NodeView::parse(Addr::NULL, &b, N).unwrap();
+        v.check_packed().unwrap();
+        assert_eq!(v.used(), list.used());
+        assert_eq!(v.leaf(0).unwrap().value, Value::Inline(b"x"));
+        assert_eq!(v.key(9).unwrap(), b"zz");
+    }
+
+    #[test]
+    fn separators_are_short_and_between() {
+        assert_eq!(shortest_separator(b"abc", b"abd"), Some(&b"abd"[..]));
+        assert_eq!(shortest_separator(b"ab", b"abzzz"), Some(&b"abz"[..]));
+        assert_eq!(shortest_separator(b"a", b"zebra"), Some(&b"z"[..]));
+        assert_eq!(shortest_separator(b"", b"q"), Some(&b"q"[..]));
+        assert_eq!(shortest_separator(b"q", b"q"), None);
+        assert_eq!(shortest_separator(b"r", b"q"), None);
+        for (l, r) in [(&b"apple"[..], &b"apricot"[..]), (b"x", b"x\0"), (b"\xff", b"\xff\xff")] {
+            let s = shortest_separator(l, r).unwrap();
+            assert!(l < s && s <= r);
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let good = leaf_of(&[(b"a", b"1"), (b"bb", b"22")]);
+        for i in 0..good.len().min(64) {
+            for x in [0u8, 1, 0x7F, 0xFF] {
+                let mut bad = good.clone();
+                bad[i] = x;
+                if let Ok(v) = NodeView::parse(Addr::NULL, &bad, N) {
+                    let _ = v.check_packed();
+                    for j in 0..v.count() + 1 {
+                        let _ = (v.key(j), v.leaf(j), v.child(j));
+                    }
+                    let _ = v.lower_bound(b"b", false);
+                    if let Some(list) =
+                        EntryList::from_view(&v).ok().filter(|l| l.used() <= N - HEADER_BYTES)
+                    {
+                        let _ = list.encode(0..list.count(), N, 0, Addr::NULL, Addr::NULL);
+                    }
+                }
+            }
+        }
+        assert!(NodeView::parse(Addr::NULL, &good[..100], N).is_err());
+        assert!(NodeView::parse(Addr::NULL, &[0; N], N).is_err());
+        assert!(leaf_entry(Addr::NULL, &[5, 0, 0, 0, 0, 0, 0, 0, 1]).is_err());
+        assert!(internal_entry(Addr::NULL, &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'a']).is_err());
+    }
+}

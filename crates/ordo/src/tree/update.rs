@@ -1,0 +1,431 @@
+//! Updates: insert and remove, and the splits, merges and redistributions that keep every node
+//! within its fill bounds (see the module essay of [`super`], "Fill bounds" and "Rebalancing").
+//!
+//! An update descends from the root to the key's leaf, copying every node on the path, and
+//! changes the leaf's entry list in memory. It then settles the path bottom-up: a node whose
+//! new entries fit and are above the minimum fill is written and the update ends there — the
+//! common case, which writes the leaf alone. An over-full node is split (its parent gains a
+//! separator); an under-full one is merged with or refilled from an adjacent sibling under the
+//! same parent (its parent loses or changes a separator). Either way the parent's entry list
+//! changes and is settled in turn, up to the root, which splits in place (its entries move to two
+//! new children) or collapses (an internal root with one child takes that child's entries), so
+//! the root's address never changes.
+//!
+//! Every node an update changes a decision about is also written by it: the leaf, the siblings
+//! it merges or refills, the parent whose separators change, and the neighbouring leaf whose
+//! back link a split or merge moves. The internal nodes above are only read, for routing; but
+//! anything that changes which keys a leaf holds (a split, merge or redistribution of it) writes
+//! that leaf. Two concurrent updates that make conflicting structural decisions therefore write
+//! a common object and one aborts — also under snapshot isolation, which does not validate
+//! reads. (This relies on the engine never handing a transaction a slot freed after its read
+//! timestamp: see `Tx::alloc_bytes`.)
+
+use ordo_clock::Clock;
+
+use crate::addr::Addr;
+use crate::error::Error;
+use crate::txn::Tx;
+
+use super::layout::{
+    EntryList, Geometry, LEVELS_MAX, NodeView, Value, corrupt, encode_inline, encode_internal,
+    encode_out_of_line, entry_key, internal_entry, set_link0, shortest_separator,
+};
+use super::read::{check_key, check_level, read_value};
+use super::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
+
+/// A node on the path from the root, copied, with the index of the child the path took.
+struct Frame {
+    addr: Addr,
+    bytes: Vec<u8>,
+    index: usize,
+}
+
+/// A node's new content, not yet written.
+struct Pending {
+    addr: Addr,
+    level: u8,
+    link0: Addr,
+    link1: Addr,
+    entries: EntryList,
+}
+
+impl Pending {
+    fn of(view: &NodeView<'_>) -> Result<Self, Error> {
+        let h = &view.header;
+        Ok(Pending {
+            addr: view.addr,
+            level: h.level,
+            link0: h.link0,
+            link1: h.link1,
+            entries: EntryList::from_view(view)?,
+        })
+    }
+}
+
+/// What settling a non-root node leaves for its parent to do (nothing, when it was written).
+enum Change {
+    /// Split: the parent must add `(sep, right)` right after the child.
+    Split { sep: Vec<u8>, right: Addr },
+    /// Below the minimum fill and not written: the parent must merge or refill it.
+    Underflow(Pending),
+}
+
+fn check_value(value: &[u8]) -> Result<(), Error> {
+    if value.len() > VALUE_BYTES_MAX {
+        return Err(Error::ValueTooLarge { len_bytes: value.len(), max_bytes: VALUE_BYTES_MAX });
+    }
+    Ok(())
+}
+
+/// Reads the path from the root to `key`'s leaf. Returns the geometry, the internal nodes
+/// (root first) and the leaf.
+fn descend<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    root: Addr,
+    key: &[u8],
+) -> Result<(Geometry, Vec<Frame>, Frame), Error> {
+    let mut path = Vec::new();
+    let mut addr = root;
+    let mut bytes = tx.read_bytes(root)?;
+    let geo = Geometry::for_root(root, bytes.len())?;
+    let mut expect = None;
+    for _ in 0..LEVELS_MAX {
+        let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
+        check_level(&view, expect)?;
+        if view.is_leaf() {
+            return Ok((geo, path, Frame { addr, bytes, index: 0 }));
+        }
+        let index = view.route(key)?;
+        let child = view.child(index)?;
+        expect = Some(view.header.level - 1);
+        path.push(Frame { addr, bytes, index });
+        addr = child;
+        bytes = tx.read_bytes(child)?;
+    }
+    Err(corrupt(root, "tree is deeper than the level limit"))
+}
+
+/// Sets `key` to `value`; returns the value replaced.
+pub(super) fn insert<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    root: Addr,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Option<Vec<u8>>, Error> {
+    check_key(key, KEY_BYTES_MAX)?;
+    check_value(value)?;
+    let (geo, path, leaf) = descend(tx, root, key)?;
+    check_key(key, geo.key_max)?;
+    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let i = view.lower_bound(key, false)?;
+    let existing = match i < view.count() {
+        true => Some(view.leaf(i)?).filter(|e| e.key == key).map(|e| e.value),
+        false => None,
+    };
+    let old = match existing {
+        None => None,
+        Some(Value::Inline(v)) => Some(v.to_vec()),
+        Some(Value::OutOfLine { addr, len }) => {
+            let old = read_value(tx, addr, len)?;
+            if !geo.is_inline(key.len(), value.len()) && value.len() == len {
+                // Same size: only the value object changes, so readers of other keys of the
+                // leaf do not conflict with this update.
+                tx.write_bytes(addr, value)?;
+                return Ok(Some(old));
+            }
+            tx.free(addr)?;
+            Some(old)
+        }
+    };
+    let entry = if geo.is_inline(key.len(), value.len()) {
+        encode_inline(key, value)
+    } else {
+        encode_out_of_line(key, value.len(), tx.alloc_bytes(value)?)
+    };
+    let mut node = Pending::of(&view)?;
+    if old.is_some() {
+        node.entries.replace(i, &entry);
+    } else {
+        node.entries.insert(i, &entry);
+    }
+    settle_path(tx, &geo, path, node)?;
+    Ok(old)
+}
+
+/// Removes `key`; returns its value.
+pub(super) fn remove<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    root: Addr,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, Error> {
+    check_key(key, KEY_BYTES_MAX)?;
+    let (geo, path, leaf) = descend(tx, root, key)?;
+    check_key(key, geo.key_max)?;
+    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let i = view.lower_bound(key, false)?;
+    if i == view.count() {
+        return Ok(None);
+    }
+    let e = view.leaf(i)?;
+    if e.key != key {
+        return Ok(None);
+    }
+    let old = match e.value {
+        Value::Inline(v) => v.to_vec(),
+        Value::OutOfLine { addr, len } => {
+            let old = read_value(tx, addr, len)?;
+            tx.free(addr)?;
+            old
+        }
+    };
+    let mut node = Pending::of(&view)?;
+    node.entries.remove(i);
+    settle_path(tx, &geo, path, node)?;
+    Ok(Some(old))
+}
+
+/// Settles `node` (the leaf) and, as far as its changes reach, its ancestors on `path`.
+fn settle_path<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    geo: &Geometry,
+    mut path: Vec<Frame>,
+    mut node: Pending,
+) -> Result<(), Error> {
+    loop {
+        let Some(parent) = path.pop() else {
+            return settle_root(tx, geo, node);
+        };
+        let Some(change) = settle(tx, geo, node)? else {
+            return Ok(());
+        };
+        let view = NodeView::parse(parent.addr, &parent.bytes, geo.node_bytes)?;
+        let mut up = Pending::of(&view)?;
+        match change {
+            Change::Split { sep, right } => {
+                up.entries.insert(parent.index, &encode_internal(&sep, right))
+            }
+            Change::Underflow(child) => rebalance(tx, geo, &mut up, parent.index, child)?,
+        }
+        node = up;
+    }
+}
+
+fn write<C: Clock>(tx: &mut Tx<'_, C>, geo: &Geometry, node: &Pending) -> Result<(), Error> {
+    let n = node.entries.count();
+    let bytes = node.entries.encode(0..n, geo.node_bytes, node.level, node.link0, node.link1);
+    tx.write_bytes(node.addr, &bytes)
+}
+
+/// Settles a non-root node: writes it if it fits and is full enough (`None`: the parent is
+/// unchanged), splits it if it is over-full, and hands it to its parent if it is under-full.
+fn settle<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    geo: &Geometry,
+    node: Pending,
+) -> Result<Option<Change>, Error> {
+    let used = node.entries.used();
+    if used > geo.cap {
+        let (sep, right) = split(tx, geo, &node)?;
+        Ok(Some(Change::Split { sep, right }))
+    } else if used < geo.fill_min {
+        Ok(Some(Change::Underflow(node)))
+    } else {
+        write(tx, geo, &node)?;
+        Ok(None)
+    }
+}
+
+/// How an entry list divides into two nodes: left gets `..m`; right gets `right_from..` and, for
+/// an internal node, `right_child0` as its child 0; `sep` goes to the parent.
+struct Division {
+    m: usize,
+    right_from: usize,
+    right_child0: Addr,
+    sep: Vec<u8>,
+}
+
+/// Chooses where `entries` of a node at `level` divide (see the essay, "Fill bounds"), and
+/// checks that both halves fit a node.
+fn divide(geo: &Geometry, addr: Addr, level: u8, entries: &EntryList) -> Result<Division, Error> {
+    let n = entries.count();
+    let division = if level == 0 {
+        if n < 2 {
+            return Err(corrupt(addr, "an over-full leaf has fewer than two entries"));
+        }
+        let m = entries.leaf_split_point();
+        let left = entry_key(addr, 0, entries.get(m - 1))?;
+        let right = entry_key(addr, 0, entries.get(m))?;
+        let sep = shortest_separator(left, right)
+            .ok_or_else(|| corrupt(addr, "leaf keys are not in order"))?
+            .to_vec();
+        Division { m, right_from: m, right_child0: Addr::NULL, sep }
+    } else {
+        if n < 3 {
+            return Err(corrupt(addr, "an over-full internal node has fewer than three entries"));
+        }
+        let m = entries.internal_split_point();
+        let (sep, child) = internal_entry(addr, entries.get(m))?;
+        Division { m, right_from: m + 1, right_child0: child, sep: sep.to_vec() }
+    };
+    if entries.used_of(0..division.m) > geo.cap || entries.used_of(division.right_from..n) > geo.cap
+    {
+        return Err(corrupt(addr, "entries do not fit two nodes"));
+    }
+    Ok(division)
+}
+
+/// Splits an over-full non-root node: the left half stays at its address, the right half moves
+/// to a new node. Returns the separator and the new node.
+fn split<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    geo: &Geometry,
+    node: &Pending,
+) -> Result<(Vec<u8>, Addr), Error> {
+    let d = divide(geo, node.addr, node.level, &node.entries)?;
+    let (n, nb, level) = (node.entries.count(), geo.node_bytes, node.level);
+    if level == 0 {
+        let right_bytes = node.entries.encode(d.m..n, nb, 0, node.addr, node.link1);
+        let right = tx.alloc_bytes(&right_bytes)?;
+        tx.write_bytes(node.addr, &node.entries.encode(0..d.m, nb, 0, node.link0, right))?;
+        if !node.link1.is_null() {
+            set_prev(tx, geo, node.link1, right)?;
+        }
+        Ok((d.sep, right))
+    } else {
+        let right_bytes =
+            node.entries.encode(d.right_from..n, nb, level, d.right_child0, Addr::NULL);
+        let right = tx.alloc_bytes(&right_bytes)?;
+        tx.write_bytes(node.addr, &node.entries.encode(0..d.m, nb, level, node.link0, Addr::NULL))?;
+        Ok((d.sep, right))
+    }
+}
+
+/// Points leaf `leaf`'s previous-leaf link at `prev`.
+fn set_prev<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    geo: &Geometry,
+    leaf: Addr,
+    prev: Addr,
+) -> Result<(), Error> {
+    let mut bytes = tx.read_bytes(leaf)?;
+    if !NodeView::parse(leaf, &bytes, geo.node_bytes)?.is_leaf() {
+        return Err(corrupt(leaf, "a leaf link names an internal node"));
+    }
+    set_link0(&mut bytes, prev);
+    tx.write_bytes(leaf, &bytes)
+}
+
+/// Fixes the under-full child `index` of `parent` (whose entries change here) by merging it
+/// with an adjacent sibling when both fit one node, or else redistributing their entries
+/// evenly. The left one of the pair keeps its address; a merge frees the right one.
+fn rebalance<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    geo: &Geometry,
+    parent: &mut Pending,
+    index: usize,
+    child: Pending,
+) -> Result<(), Error> {
+    if parent.entries.count() == 0 {
+        return Err(corrupt(parent.addr, "an under-full node has no sibling"));
+    }
+    // The pair is (index - 1, index), or (0, 1) for the first child; the separator between
+    // them is the parent's entry `right - 1`, and names the right one.
+    let right_index = index.max(1);
+    let (sep, right_addr) = {
+        let (k, c) = internal_entry(parent.addr, parent.entries.get(right_index - 1))?;
+        (k.to_vec(), c)
+    };
+    let sibling_addr = if index == 0 {
+        right_addr
+    } else if index == 1 {
+        parent.link0
+    } else {
+        internal_entry(parent.addr, parent.entries.get(index - 2))?.1
+    };
+    let bytes = tx.read_bytes(sibling_addr)?;
+    let view = NodeView::parse(sibling_addr, &bytes, geo.node_bytes)?;
+    check_level(&view, Some(child.level))?;
+    let sibling = Pending::of(&view)?;
+    let (left, right) = if index == 0 { (child, sibling) } else { (sibling, child) };
+    if right.addr != right_addr {
+        return Err(corrupt(parent.addr, "a separator names the wrong child"));
+    }
+    let level = left.level;
+    let mut all = EntryList::default();
+    all.extend_from(&left.entries, 0..left.entries.count());
+    if level > 0 {
+        // The separator comes down between the two halves, over the right node's child 0.
+        all.push(&encode_internal(&sep, right.link0));
+    }
+    all.extend_from(&right.entries, 0..right.entries.count());
+    let n = all.count();
+    let nb = geo.node_bytes;
+    if all.used() <= geo.cap {
+        let link1 = if level == 0 { right.link1 } else { Addr::NULL };
+        let merged = Pending { addr: left.addr, level, link0: left.link0, link1, entries: all };
+        write(tx, geo, &merged)?;
+        if level == 0 && !right.link1.is_null() {
+            set_prev(tx, geo, right.link1, left.addr)?;
+        }
+        tx.free(right.addr)?;
+        parent.entries.remove(right_index - 1);
+        return Ok(());
+    }
+    let d = divide(geo, left.addr, level, &all)?;
+    let (right_link0, right_link1) =
+        if level == 0 { (right.link0, right.link1) } else { (d.right_child0, Addr::NULL) };
+    tx.write_bytes(left.addr, &all.encode(0..d.m, nb, level, left.link0, left.link1))?;
+    tx.write_bytes(right.addr, &all.encode(d.right_from..n, nb, level, right_link0, right_link1))?;
+    parent.entries.replace(right_index - 1, &encode_internal(&d.sep, right.addr));
+    Ok(())
+}
+
+/// Settles the root: splits it in place when over-full (its entries move to two new children
+/// and it becomes their parent, one level up), collapses it while it is an internal node with a
+/// single child (it takes the child's entries and level; the child is freed), and writes it.
+fn settle_root<C: Clock>(tx: &mut Tx<'_, C>, geo: &Geometry, node: Pending) -> Result<(), Error> {
+    let nb = geo.node_bytes;
+    if node.entries.used() > geo.cap {
+        let level = node.level;
+        if level + 1 >= LEVELS_MAX {
+            return Err(corrupt(node.addr, "tree is at the level limit"));
+        }
+        let d = divide(geo, node.addr, level, &node.entries)?;
+        let n = node.entries.count();
+        let (left, right) = if level == 0 {
+            let left =
+                tx.alloc_bytes(&node.entries.encode(0..d.m, nb, 0, Addr::NULL, Addr::NULL))?;
+            let right = tx.alloc_bytes(&node.entries.encode(d.m..n, nb, 0, left, Addr::NULL))?;
+            tx.write_bytes(left, &node.entries.encode(0..d.m, nb, 0, Addr::NULL, right))?;
+            (left, right)
+        } else {
+            let left =
+                tx.alloc_bytes(&node.entries.encode(0..d.m, nb, level, node.link0, Addr::NULL))?;
+            let right_bytes =
+                node.entries.encode(d.right_from..n, nb, level, d.right_child0, Addr::NULL);
+            (left, tx.alloc_bytes(&right_bytes)?)
+        };
+        let mut entries = EntryList::default();
+        entries.push(&encode_internal(&d.sep, right));
+        let root =
+            Pending { addr: node.addr, level: level + 1, link0: left, link1: Addr::NULL, entries };
+        return write(tx, geo, &root);
+    }
+    let mut node = node;
+    for _ in 0..LEVELS_MAX {
+        if node.level == 0 || node.entries.count() > 0 {
+            return write(tx, geo, &node);
+        }
+        let child = node.link0;
+        let bytes = tx.read_bytes(child)?;
+        let view = NodeView::parse(child, &bytes, nb)?;
+        check_level(&view, Some(node.level - 1))?;
+        if view.is_leaf() && !(view.header.link0.is_null() && view.header.link1.is_null()) {
+            return Err(corrupt(child, "the only leaf has sibling links"));
+        }
+        let taken = Pending::of(&view)?;
+        node = Pending { addr: node.addr, ..taken };
+        tx.free(child)?;
+    }
+    Err(corrupt(node.addr, "tree is deeper than the level limit"))
+}

@@ -1,0 +1,102 @@
+//! Property test: any sequence of operations, grouped into transactions that commit or abort,
+//! leaves the tree equal to a `BTreeMap` given the committed operations, with every invariant
+//! holding after every transaction. Small nodes and a small key space make splits, merges,
+//! redistributions and root changes frequent; proptest shrinks a failure to a minimal sequence.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+mod tree_common;
+
+use std::ops::Bound;
+
+use ordo::Versions;
+use ordo::tree::{BTree, Direction, TreeOptions};
+use proptest::prelude::*;
+use tree_common::{Model, as_ref, db, inverted, model_range};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(Vec<u8>, Vec<u8>),
+    Remove(Vec<u8>),
+    Get(Vec<u8>),
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool, Option<usize>),
+}
+
+/// Keys from a small alphabet, so that operations hit the same keys and share prefixes.
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        3 => prop::collection::vec(prop::sample::select(vec![0u8, b'a', b'b', 0xFF]), 0..6),
+        1 => prop::collection::vec(prop::sample::select(vec![b'a', b'b']), 20..40),
+    ]
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        1 => Just(Bound::Unbounded),
+        2 => key().prop_map(Bound::Included),
+        2 => key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (key(), prop::collection::vec(any::<u8>(), 0..80)).prop_map(|(k, v)| Op::Insert(k, v)),
+        3 => key().prop_map(Op::Remove),
+        1 => key().prop_map(Op::Get),
+        1 => (bound(), bound(), any::<bool>(), prop::option::of(0usize..6))
+            .prop_map(|(lo, hi, fwd, limit)| Op::Range(lo, hi, fwd, limit)),
+    ]
+}
+
+/// Transactions: their operations and whether they commit.
+fn txs() -> impl Strategy<Value = Vec<(Vec<Op>, bool)>> {
+    prop::collection::vec((prop::collection::vec(op(), 1..12), prop::bool::weighted(0.85)), 1..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn tree_matches_btreemap(txs in txs()) {
+        let db = db(Versions::Single);
+        let tree = db.run(|tx| BTree::create_with(tx, TreeOptions::with_node_bytes(256))).unwrap();
+        let mut model = Model::new();
+        for (ops, commit) in txs {
+            let mut tx = db.begin().unwrap();
+            let mut pending = model.clone();
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        let old = tree.insert(&mut tx, &k, &v).unwrap();
+                        prop_assert_eq!(old, pending.insert(k, v));
+                    }
+                    Op::Remove(k) => {
+                        prop_assert_eq!(tree.remove(&mut tx, &k).unwrap(), pending.remove(&k));
+                    }
+                    Op::Get(k) => {
+                        prop_assert_eq!(tree.get(&mut tx, &k).unwrap(), pending.get(&k).cloned());
+                    }
+                    Op::Range(lo, hi, forward, limit) => {
+                        let dir = if forward { Direction::Forward } else { Direction::Backward };
+                        let got = tree.range_entries(&mut tx, as_ref(&lo), as_ref(&hi), dir, limit);
+                        if inverted(&lo, &hi) {
+                            prop_assert_eq!(got, Err(ordo::Error::InvalidRange));
+                        } else {
+                            let want = model_range(&pending, &lo, &hi, dir, limit);
+                            prop_assert_eq!(got.unwrap(), want);
+                        }
+                    }
+                }
+            }
+            if commit {
+                tx.commit().unwrap();
+                model = pending;
+            } else {
+                tx.abort();
+            }
+            let stats = db.run(|tx| tree.check_invariants(tx)).unwrap();
+            prop_assert_eq!(stats.entries, model.len());
+        }
+        let want: Vec<_> = model.into_iter().collect();
+        prop_assert_eq!(db.run(|tx| tree.entries(tx)).unwrap(), want);
+    }
+}
