@@ -348,7 +348,7 @@ impl<C: Clock> Ordo<C> {
         self.shared.gc.rounds()
     }
 
-    /// Runs one GC round now (see [`crate::gc`]-style docs on [`GcRound`]).
+    /// Runs one GC round now and says what it did ([`GcRound`]).
     pub fn collect_garbage(&self) -> GcRound {
         self.shared.gc_round()
     }

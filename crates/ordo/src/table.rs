@@ -1,7 +1,7 @@
 //! # Named tables: a catalog of hash maps and B+trees
 //!
 //! A [`Catalog`] maps table names to tables. Each table is a transactional
-//! [`HashMap`](crate::map::HashMap) (point operations only) or a [`BTree`] (ordered, with range
+//! [`HashMap`] (point operations only) or a [`BTree`] (ordered, with range
 //! scans), and [`Table`] dispatches the operations they share to whichever it is. The catalog is
 //! itself a hash map from `crate::map` — name → kind and root address — so creating, opening and
 //! dropping tables are ordinary transactional operations: a table created in a transaction that

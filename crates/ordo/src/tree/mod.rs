@@ -110,7 +110,7 @@
 //! is above the left leaf's last key (suffix truncation), which keeps internal nodes wide.
 //!
 //! ## Rebalancing
-//! See [`update`]: an update changes the leaf's entry list in memory, then settles the path
+//! See `update.rs`: an update changes the leaf's entry list in memory, then settles the path
 //! bottom-up — split the over-full, merge or redistribute the under-full, rewrite the parent
 //! when its separators changed, stop at the first node that needs nothing more. A plain insert
 //! or remove writes one leaf. A leaf split also writes the new leaf, the parent, and the old next
@@ -134,7 +134,7 @@
 //! conflict; a split or merge writes the parent too, so it conflicts with every operation that
 //! routed through that parent in a transaction still validating — the same cost FaRM's B-tree
 //! pays. Under snapshot isolation (no read validation) the structure stays intact because every
-//! structural decision writes the objects it depends on (see [`update`]).
+//! structural decision writes the objects it depends on (see `update.rs`).
 //!
 //! ## Errors
 //! Bad input ([`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::InvalidRange`],
