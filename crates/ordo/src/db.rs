@@ -266,7 +266,22 @@ impl<C: Clock> Ordo<C> {
     }
 
     /// [`Ordo::run`] with explicit options.
-    pub fn run_with<R, E, F>(&self, options: Options, mut f: F) -> Result<R, E>
+    pub fn run_with<R, E, F>(&self, options: Options, f: F) -> Result<R, E>
+    where
+        F: FnMut(&mut Tx<'_, C>) -> Result<R, E>,
+        E: From<Error>,
+    {
+        self.retry(options.retries_max, || self.begin_with(options), f)
+    }
+
+    /// The retry loop of [`Ordo::run_with`] and [`Ordo::read_only_at`]: begin an attempt, run
+    /// `f`, commit; on an abort back off and go again, up to `retries_max` attempts.
+    fn retry<'a, R, E, F>(
+        &'a self,
+        retries_max: u32,
+        mut begin: impl FnMut() -> Result<Tx<'a, C>, Error>,
+        mut f: F,
+    ) -> Result<R, E>
     where
         F: FnMut(&mut Tx<'_, C>) -> Result<R, E>,
         E: From<Error>,
@@ -274,7 +289,7 @@ impl<C: Clock> Ordo<C> {
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
-            let mut tx = self.begin_with(options)?;
+            let mut tx = begin()?;
             let last = match f(&mut tx) {
                 Ok(value) => match tx.commit() {
                     Ok(_) => return Ok(value),
@@ -292,7 +307,7 @@ impl<C: Clock> Ordo<C> {
                     }
                 },
             };
-            if attempt >= options.retries_max {
+            if attempt >= retries_max {
                 return Err(Error::RetriesExhausted { attempts: attempt, last }.into());
             }
             self.backoff(attempt);
@@ -362,32 +377,13 @@ impl<C: Clock> Ordo<C> {
     /// # Errors
     /// [`Error::SnapshotTooOld`] when `ts` is below the GC safe point; [`Error::SnapshotInFuture`]
     /// when `ts` does not pass within `SNAPSHOT_WAIT_MAX`; [`Error::ReadOnly`] for writes.
-    pub fn read_only_at<R, E, F>(&self, ts: ordo_clock::Timestamp, mut f: F) -> Result<R, E>
+    pub fn read_only_at<R, E, F>(&self, ts: ordo_clock::Timestamp, f: F) -> Result<R, E>
     where
         F: FnMut(&mut Tx<'_, C>) -> Result<R, E>,
         E: From<Error>,
     {
         let options = self.shared.config.options;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let mut tx = Tx::begin_at(&self.shared, options, ts)?;
-            let last = match f(&mut tx) {
-                Ok(v) => match tx.commit() {
-                    Ok(_) => return Ok(v),
-                    Err(Error::Aborted(a)) => a,
-                    Err(e) => return Err(e.into()),
-                },
-                Err(user) => match tx.doomed() {
-                    Some(a) => a,
-                    None => return Err(user),
-                },
-            };
-            if attempt >= options.retries_max {
-                return Err(Error::RetriesExhausted { attempts: attempt, last }.into());
-            }
-            self.backoff(attempt);
-        }
+        self.retry(options.retries_max, || Tx::begin_at(&self.shared, options, ts), f)
     }
 
     /// Empty slabs reclaimed for reuse so far.
