@@ -105,11 +105,17 @@ fn reuse_under_concurrency_never_shares_slots() {
                         let len = rng.random_range(lo..hi);
                         let stamp: Vec<u8> =
                             (0..len).map(|j| (t as u8) ^ (i as u8) ^ (j as u8)).collect();
+                        let deadline =
+                            std::time::Instant::now() + std::time::Duration::from_secs(20);
                         let a = loop {
                             match db.run(|tx| tx.alloc_bytes(&stamp)) {
                                 Ok(a) => break a,
                                 // Slabs freed by other bands come back once the GC passes.
                                 Err(Error::OutOfMemory { .. }) => {
+                                    assert!(
+                                        std::time::Instant::now() < deadline,
+                                        "no slab came back"
+                                    );
                                     std::thread::sleep(std::time::Duration::from_millis(1))
                                 }
                                 Err(e) => panic!("{e}"),
