@@ -32,18 +32,23 @@ impl Gate {
     /// Called by the committer: announce the pause and wait for `release`.
     fn pause(&self) {
         self.state.store(PAUSED, Ordering::SeqCst);
-        while self.state.load(Ordering::SeqCst) != GO {
-            std::thread::yield_now();
-        }
+        wait_until(|| self.state.load(Ordering::SeqCst) == GO);
         self.state.store(IDLE, Ordering::SeqCst);
     }
     fn wait_paused(&self) {
-        while self.state.load(Ordering::SeqCst) != PAUSED {
-            std::thread::yield_now();
-        }
+        wait_until(|| self.state.load(Ordering::SeqCst) == PAUSED);
     }
     fn release(&self) {
         self.state.store(GO, Ordering::SeqCst);
+    }
+}
+
+/// Spins until `cond` holds; a script that went wrong fails instead of hanging the suite.
+fn wait_until(cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "scripted interleaving stalled");
+        std::thread::yield_now();
     }
 }
 
