@@ -8,5 +8,6 @@ pub mod driver;
 pub mod error;
 pub mod report;
 pub mod scan_update;
+pub mod synthetic;
 pub mod ycsb;
 pub mod zipf;

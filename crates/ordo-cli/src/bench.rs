@@ -33,6 +33,8 @@ pub(crate) enum BenchCommand {
     Ycsb(crate::bench_ycsb::YcsbArgs),
     /// Long scans against single-row updates, single- vs multi-version (FaRMv2 Fig. 15).
     ScanUpdate(crate::bench_scan::ScanArgs),
+    /// SPHT's synthetic read/write mixes over private or shared pools.
+    Synthetic(crate::bench_synthetic::SyntheticArgs),
 }
 
 /// Flags every workload takes.
@@ -107,6 +109,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Clock(clock) => run_clock(clock),
         BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
+        BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
     }
 }
 
