@@ -1,7 +1,7 @@
 //! Read and write sets of a transaction, reused across attempts so a transaction allocates
 //! nothing once its worker is warm.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::addr::Addr;
 use crate::object::{Expect, Header};
@@ -212,7 +212,7 @@ impl ReadSet {
         if self.entries.len() <= INDEX_THRESHOLD {
             ReadLookup::Scan(&self.entries)
         } else {
-            let mut map = HashMap::with_capacity(self.entries.len());
+            let mut map = HashMap::with_capacity_and_hasher(self.entries.len(), Default::default());
             for e in &self.entries {
                 map.entry(e.addr).or_insert(e.header);
             }
