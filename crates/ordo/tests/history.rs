@@ -106,9 +106,15 @@ fn long_scans_racing_updates_are_opaque_in_both_version_modes() {
                 common::run_random(db, lists, rec, 2, 300, Options::default(), 5);
             });
             let mut v = 0;
-            for _ in 0..150 {
-                if common::attempt(db, lists, rec, 900, Options::default(), &scan_ops, &mut v) {
-                    committed_scans += 1;
+            // A scan still aborts when it meets a locked head, so each one is retried (every
+            // attempt recorded) with back-off until it commits, a bounded number of times.
+            for _ in 0..60 {
+                for attempt in 0..2_000u32 {
+                    if common::attempt(db, lists, rec, 900, Options::default(), &scan_ops, &mut v) {
+                        committed_scans += 1;
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(1 << attempt.min(10)));
                 }
             }
         });
