@@ -158,3 +158,28 @@ impl Spread {
         Spread { median, min: v[0], max: v[v.len() - 1] }
     }
 }
+
+/// Runs `body(thread)` on `threads` threads (untimed) and sums what they return; the first error
+/// (or a panicked thread) is returned instead. Used by the workloads' counted test runs.
+pub fn run_counted_threads<F>(threads: usize, body: F) -> Result<u64, ordo::Error>
+where
+    F: Fn(usize) -> Result<u64, ordo::Error> + Sync,
+{
+    let results: Vec<Result<u64, ordo::Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn({
+                    let body = &body;
+                    move || body(t)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| Err(ordo::Error::Config("worker panicked".into())))
+            })
+            .collect()
+    });
+    results.into_iter().sum()
+}

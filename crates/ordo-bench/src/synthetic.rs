@@ -160,29 +160,14 @@ pub fn run_counted<C: Clock>(
     cfg: &SyntheticConfig,
     txns: usize,
 ) -> Result<u64, BenchError> {
-    let counts: Vec<Result<u64, Error>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..cfg.threads)
-            .map(|t| {
-                s.spawn(move || {
-                    let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
-                    let mut writes = 0;
-                    for _ in 0..txns {
-                        writes += table.transaction(cfg, t, &mut rng)?;
-                    }
-                    Ok(writes)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Config("worker panicked".into()))))
-            .collect()
-    });
-    let mut total = 0;
-    for c in counts {
-        total += c?;
-    }
-    Ok(total)
+    Ok(crate::driver::run_counted_threads(cfg.threads, |t| {
+        let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
+        let mut writes = 0;
+        for _ in 0..txns {
+            writes += table.transaction(cfg, t, &mut rng)?;
+        }
+        Ok(writes)
+    })?)
 }
 
 /// Checks that the objects sum to `expected_writes` — a replay of the committed increments.

@@ -272,29 +272,13 @@ pub fn run_counted<C: Clock>(
     cfg: &YcsbConfig,
     txns_per_thread: u64,
 ) -> Result<u64, BenchError> {
-    let totals: Vec<Result<u64, Error>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..cfg.threads)
-            .map(|t| {
-                s.spawn(move || {
-                    let mut rng = SmallRng::seed_from_u64(cfg.seed ^ (t as u64 + 7));
-                    let (mut buf, mut plan) = (Vec::new(), Vec::new());
-                    let mut updates = 0;
-                    for _ in 0..txns_per_thread {
-                        updates +=
-                            one_transaction(table, cfg, true, &mut rng, &mut buf, &mut plan)?;
-                    }
-                    Ok(updates)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Config("worker panicked".into()))))
-            .collect()
-    });
-    let mut sum = 0;
-    for t in totals {
-        sum += t?;
-    }
-    Ok(sum)
+    Ok(crate::driver::run_counted_threads(cfg.threads, |t| {
+        let mut rng = SmallRng::seed_from_u64(cfg.seed ^ (t as u64 + 7));
+        let (mut buf, mut plan) = (Vec::new(), Vec::new());
+        let mut updates = 0;
+        for _ in 0..txns_per_thread {
+            updates += one_transaction(table, cfg, true, &mut rng, &mut buf, &mut plan)?;
+        }
+        Ok(updates)
+    })?)
 }
