@@ -9,5 +9,6 @@ pub mod error;
 pub mod report;
 pub mod scan_update;
 pub mod synthetic;
+pub mod tpcc;
 pub mod ycsb;
 pub mod zipf;

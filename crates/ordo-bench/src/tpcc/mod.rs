@@ -1,0 +1,434 @@
+//! TPC-C on the embedded engine (ORDO Fig. 14; FaRMv2 §5.1, Fig. 12).
+//!
+//! Two mixes: [`Mix::NoPay`] — NewOrder 50%, Payment 50%, as DBx1000's TPC-C and ORDO Fig. 14 —
+//! and [`Mix::Full`], the standard's five transactions at 45/43/4/4/4 (NewOrder, Payment,
+//! Order-Status, Delivery, Stock-Level), whose figure of merit is committed NewOrders per second
+//! (FaRMv2 §5.1). Transactions follow the profiles of clause 2 of the TPC-C standard: NewOrder
+//! with 1% of orders rolled back on an unused item number, Payment 60% by last name and 15% to a
+//! remote warehouse, Delivery of the ten districts of a warehouse in one transaction. Each
+//! worker thread is a terminal bound to home warehouse `thread % warehouses + 1`.
+//!
+//! ## Storage
+//! Every row is one heap object with a fixed binary layout ([`schema`]). Indexes:
+//!
+//! | table | index | kind |
+//! |---|---|---|
+//! | WAREHOUSE, DISTRICT, CUSTOMER, ITEM, STOCK | primary key | `Vec<Addr>` built at load time |
+//! | CUSTOMER | (w, d, last, first, c) → row | [`ordo::tree::BTree`] (read-only after load) |
+//! | ORDER | (w, d, o) → row | [`ordo::map::HashMap`] |
+//! | ORDER | (w, d, c, o) → row | [`ordo::tree::BTree`] |
+//! | NEW-ORDER | (w, d, o) → nothing | [`ordo::tree::BTree`]; the tree entry *is* the row |
+//! | ORDER-LINE | (w, d, o, number) → row | [`ordo::tree::BTree`] |
+//! | HISTORY | none (insert only) | — |
+//!
+//! The five tables with a fixed set of rows have load-time vectors, as in DBx1000 (and
+//! [`crate::ycsb`]): their keys are dense, rows are never inserted or deleted, and row addresses
+//! never change, so a vector indexed by the key is exact and needs no concurrency control. Every
+//! table that grows is indexed transactionally, so inserts, deletes and lookups commit or abort
+//! with the rest of the transaction.
+//!
+//! ## Accounting
+//! A NewOrder rolled back on its unused item is a *user* abort: it is counted in
+//! [`TpccRun::rollbacks`], not in committed transactions, and removed from the engine's
+//! `requested` abort count so that the abort rate shows only concurrency-control aborts.
+//! Throughput counts committed transactions; [`TpccRun::new_orders_per_s`] counts committed
+//! NewOrders.
+//!
+//! ## Consistency
+//! [`check`] verifies the standard's consistency conditions 1–4 (clause 3.3.2) after load and
+//! after every run.
+
+pub mod check;
+pub mod load;
+pub mod random;
+pub mod schema;
+pub mod txns;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ordo::map::HashMap;
+use ordo::tree::BTree;
+use ordo::{Addr, Isolation, Ordo, Versions};
+use ordo_clock::Clock;
+
+use crate::driver::{RunStats, run_timed};
+use crate::error::BenchError;
+
+pub use check::{Violation, check, violations};
+pub use load::load;
+
+/// The transaction mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mix {
+    /// NewOrder 50%, Payment 50% (ORDO Fig. 14, DBx1000).
+    NoPay,
+    /// NewOrder 45%, Payment 43%, Order-Status 4%, Delivery 4%, Stock-Level 4%.
+    Full,
+}
+
+impl Mix {
+    /// The name on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mix::NoPay => "no-pay",
+            Mix::Full => "full",
+        }
+    }
+}
+
+/// The five transaction kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Kind {
+    /// NewOrder.
+    NewOrder,
+    /// Payment.
+    Payment,
+    /// Order-Status (read-only).
+    OrderStatus,
+    /// Delivery.
+    Delivery,
+    /// Stock-Level (read-only).
+    StockLevel,
+}
+
+impl Kind {
+    /// Every kind, in counter order.
+    pub const ALL: [Kind; 5] =
+        [Kind::NewOrder, Kind::Payment, Kind::OrderStatus, Kind::Delivery, Kind::StockLevel];
+
+    /// A short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::NewOrder => "new-order",
+            Kind::Payment => "payment",
+            Kind::OrderStatus => "order-status",
+            Kind::Delivery => "delivery",
+            Kind::StockLevel => "stock-level",
+        }
+    }
+
+    /// Draws a kind of `mix` from a uniform `roll` in `0..100`.
+    pub fn pick(mix: Mix, roll: u32) -> Kind {
+        match mix {
+            Mix::NoPay if roll < 50 => Kind::NewOrder,
+            Mix::NoPay => Kind::Payment,
+            Mix::Full => match roll {
+                0..45 => Kind::NewOrder,
+                45..88 => Kind::Payment,
+                88..92 => Kind::OrderStatus,
+                92..96 => Kind::Delivery,
+                _ => Kind::StockLevel,
+            },
+        }
+    }
+}
+
+/// Parameters of a TPC-C database and run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TpccConfig {
+    /// Warehouses (at least 1).
+    pub warehouses: u32,
+    /// Rows of ITEM, and of STOCK per warehouse (100000 in the standard).
+    pub items: u32,
+    /// Customers per district (3000 in the standard); also the initial orders per district.
+    pub customers_per_district: u32,
+    /// The transaction mix.
+    pub mix: Mix,
+    /// Worker threads (terminals).
+    pub threads: usize,
+    /// Measured duration.
+    #[serde(serialize_with = "crate::report::duration_ms")]
+    pub duration: Duration,
+    /// Isolation of every transaction.
+    #[serde(serialize_with = "crate::report::display")]
+    pub isolation: Isolation,
+    /// Single- or multi-version.
+    #[serde(serialize_with = "crate::report::debug")]
+    pub versions: Versions,
+    /// Seed of the loader and the terminals' input generators.
+    pub seed: u64,
+}
+
+impl Default for TpccConfig {
+    fn default() -> Self {
+        TpccConfig {
+            warehouses: 1,
+            items: ITEMS_STANDARD,
+            customers_per_district: CUSTOMERS_STANDARD,
+            mix: Mix::NoPay,
+            threads: 1,
+            duration: Duration::from_secs(2),
+            isolation: Isolation::StrictSerializable,
+            versions: Versions::Single,
+            seed: 1,
+        }
+    }
+}
+
+/// ITEM rows in the standard.
+pub const ITEMS_STANDARD: u32 = 100_000;
+/// Customers per district in the standard.
+pub const CUSTOMERS_STANDARD: u32 = 3_000;
+/// The most warehouses (keys hold a 16-bit warehouse id).
+pub const WAREHOUSES_MAX: u32 = u16::MAX as u32;
+/// The most items or customers per district a configuration may ask for.
+pub const ROWS_MAX: u32 = 10_000_000;
+
+impl TpccConfig {
+    /// Checks every parameter; returns the first that is out of range.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        let bad =
+            |name, value: String, expected| Err(BenchError::OutOfRange { name, value, expected });
+        if self.threads == 0 {
+            return Err(BenchError::ZeroThreads);
+        }
+        if self.warehouses == 0 || self.warehouses > WAREHOUSES_MAX {
+            return bad("warehouses", self.warehouses.to_string(), "1..=65535");
+        }
+        if self.items == 0 || self.items > ROWS_MAX {
+            return bad("items", self.items.to_string(), "1..=10000000");
+        }
+        if self.customers_per_district == 0 || self.customers_per_district > ROWS_MAX {
+            return bad(
+                "customers-per-district",
+                self.customers_per_district.to_string(),
+                "1..=10000000",
+            );
+        }
+        Ok(())
+    }
+
+    /// Orders per district at load (one per customer, clause 4.3.3.1).
+    pub fn initial_orders(&self) -> u32 {
+        self.customers_per_district
+    }
+
+    /// Of those, the newest ones still undelivered (900 of 3000 in the standard).
+    pub fn initial_new_orders(&self) -> u32 {
+        self.customers_per_district * 3 / 10
+    }
+
+    /// Distinct last names used (1000 in the standard; fewer when there are fewer customers).
+    pub fn last_names(&self) -> u32 {
+        self.customers_per_district.min(1000)
+    }
+}
+
+/// A loaded database: the engine, the index handles and the load-time row vectors.
+pub struct Tpcc<C: Clock> {
+    /// The database.
+    pub db: Ordo<C>,
+    /// The configuration it was loaded with (threads, duration, mix and isolation may be
+    /// changed per run through [`run`]'s argument).
+    pub cfg: TpccConfig,
+    pub(crate) warehouses: Vec<Addr>,
+    pub(crate) districts: Vec<Addr>,
+    pub(crate) customers: Vec<Addr>,
+    pub(crate) items: Vec<Addr>,
+    pub(crate) stock: Vec<Addr>,
+    pub(crate) customer_by_name: BTree,
+    pub(crate) orders: HashMap,
+    pub(crate) orders_by_customer: BTree,
+    pub(crate) new_orders: BTree,
+    pub(crate) order_lines: BTree,
+    pub(crate) nurand: random::NuRand,
+}
+
+impl<C: Clock> Tpcc<C> {
+    /// The WAREHOUSE row of `w` (1-based).
+    pub fn warehouse_addr(&self, w: u32) -> Option<Addr> {
+        self.warehouses.get((w as usize).checked_sub(1)?).copied()
+    }
+
+    /// The DISTRICT row of (`w`, `d`).
+    pub fn district_addr(&self, w: u32, d: u32) -> Option<Addr> {
+        if d == 0 || d > schema::DISTRICTS {
+            return None;
+        }
+        let i = (w as usize).checked_sub(1)? * schema::DISTRICTS as usize + d as usize - 1;
+        self.districts.get(i).copied()
+    }
+
+    /// The CUSTOMER row of (`w`, `d`, `c`).
+    pub fn customer_addr(&self, w: u32, d: u32, c: u32) -> Option<Addr> {
+        let cpd = self.cfg.customers_per_district as usize;
+        if c == 0 || c as usize > cpd {
+            return None;
+        }
+        let district = self.district_index(w, d)?;
+        self.customers.get(district * cpd + c as usize - 1).copied()
+    }
+
+    /// The STOCK row of item `i` in warehouse `w`.
+    pub fn stock_addr(&self, w: u32, i: u32) -> Option<Addr> {
+        let items = self.cfg.items as usize;
+        if i == 0 || i as usize > items {
+            return None;
+        }
+        self.stock.get((w as usize).checked_sub(1)? * items + i as usize - 1).copied()
+    }
+
+    /// The ITEM row of `i`; `None` for an unused item number.
+    pub fn item_addr(&self, i: u32) -> Option<Addr> {
+        self.items.get((i as usize).checked_sub(1)?).copied()
+    }
+
+    /// The NEW-ORDER tree (key [`schema::order_key`], empty value).
+    pub fn new_orders(&self) -> BTree {
+        self.new_orders
+    }
+
+    /// The ORDER-LINE tree (key [`schema::order_line_key`], value the row address).
+    pub fn order_lines(&self) -> BTree {
+        self.order_lines
+    }
+
+    /// The ORDER hash index (key [`schema::order_key`], value the row address).
+    pub fn orders(&self) -> HashMap {
+        self.orders
+    }
+
+    fn district_index(&self, w: u32, d: u32) -> Option<usize> {
+        if d == 0 || d > schema::DISTRICTS || w == 0 || w > self.cfg.warehouses {
+            return None;
+        }
+        Some((w as usize - 1) * schema::DISTRICTS as usize + d as usize - 1)
+    }
+}
+
+/// What one timed TPC-C run measured.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TpccRun {
+    /// Engine-level figures; `committed` and `tx_per_s` count committed transactions only, and
+    /// the `requested` aborts exclude the NewOrder rollbacks.
+    pub run: RunStats,
+    /// Committed transactions per kind, in [`Kind::ALL`] order.
+    pub committed_by_kind: [u64; 5],
+    /// Committed NewOrders per second.
+    pub new_orders_per_s: f64,
+    /// NewOrders rolled back on an unused item (user aborts, clause 2.4.2.3).
+    pub rollbacks: u64,
+    /// Transactions that failed with an engine error (e.g. retries exhausted); zero normally.
+    pub failed: u64,
+}
+
+/// Counters of one terminal, padded to its own cache lines.
+#[repr(align(128))]
+#[derive(Default)]
+pub(crate) struct TerminalCounters {
+    committed: [AtomicU64; 5],
+    rollbacks: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl TerminalCounters {
+    pub(crate) fn record(&self, kind: Kind, outcome: &Result<txns::Outcome, BenchError>) {
+        // Relaxed: each counter has one writer (its terminal) and is read after the threads join.
+        let counter = match outcome {
+            Ok(txns::Outcome::Committed) => &self.committed[kind as usize],
+            Ok(txns::Outcome::RolledBack) => &self.rollbacks,
+            Err(_) => &self.failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs the timed workload `cfg` (its mix, threads, duration, isolation and seed) on a loaded
+/// database. The database's shape (warehouses, items, customers) is the loaded one.
+pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
+    let counters: Vec<TerminalCounters> =
+        (0..cfg.threads).map(|_| TerminalCounters::default()).collect();
+    let before = tpcc.db.stats();
+    let mut stats = run_timed(
+        cfg.threads,
+        cfg.duration,
+        before,
+        || tpcc.db.stats(),
+        |thread, _state| {
+            thread_local! {
+                static TERMINAL: std::cell::RefCell<Option<txns::Terminal>> =
+                    const { std::cell::RefCell::new(None) };
+            }
+            TERMINAL.with(|t| {
+                let mut t = t.borrow_mut();
+                let terminal = t.get_or_insert_with(|| txns::Terminal::new(tpcc, cfg, thread));
+                let (kind, outcome) = terminal.one(tpcc, cfg);
+                counters[thread].record(kind, &outcome);
+            });
+        },
+    );
+    let sum = |f: &dyn Fn(&TerminalCounters) -> &AtomicU64| -> u64 {
+        counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
+    };
+    let mut committed_by_kind = [0u64; 5];
+    for (k, slot) in committed_by_kind.iter_mut().enumerate() {
+        *slot = sum(&|c| &c.committed[k]);
+    }
+    let rollbacks = sum(&|c| &c.rollbacks);
+    let failed = sum(&|c| &c.failed);
+    let committed: u64 = committed_by_kind.iter().sum();
+    stats.committed = committed;
+    let elapsed = stats.elapsed_s.max(1e-9);
+    stats.tx_per_s = committed as f64 / elapsed;
+    for (name, n) in &mut stats.aborts {
+        if name.as_str() == ordo::AbortKind::Requested.name() {
+            *n = n.saturating_sub(rollbacks);
+        }
+    }
+    let aborted: u64 = stats.aborts.iter().map(|(_, n)| n).sum();
+    stats.abort_rate = aborted as f64 / (aborted + committed).max(1) as f64;
+    TpccRun {
+        new_orders_per_s: committed_by_kind[Kind::NewOrder as usize] as f64 / elapsed,
+        run: stats,
+        committed_by_kind,
+        rollbacks,
+        failed,
+    }
+}
+
+/// What [`run_counted`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CountedRun {
+    /// Committed transactions per kind, in [`Kind::ALL`] order.
+    pub committed_by_kind: [u64; 5],
+    /// NewOrders rolled back on an unused item.
+    pub rollbacks: u64,
+}
+
+/// Runs `txns_per_thread` transactions of `cfg.mix` on each of `cfg.threads` threads (no timer;
+/// for tests). The first engine error is returned.
+pub fn run_counted<C: Clock>(
+    tpcc: &Tpcc<C>,
+    cfg: &TpccConfig,
+    txns_per_thread: u64,
+) -> Result<CountedRun, BenchError> {
+    cfg.validate()?;
+    let counters: Vec<TerminalCounters> =
+        (0..cfg.threads).map(|_| TerminalCounters::default()).collect();
+    let first_error: std::sync::Mutex<Option<BenchError>> = std::sync::Mutex::new(None);
+    crate::driver::run_counted_threads(cfg.threads, |thread| {
+        let mut terminal = txns::Terminal::new(tpcc, cfg, thread);
+        for _ in 0..txns_per_thread {
+            let (kind, outcome) = terminal.one(tpcc, cfg);
+            counters[thread].record(kind, &outcome);
+            if let Err(e) = outcome {
+                first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                break;
+            }
+        }
+        Ok(0)
+    })?;
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let mut out = CountedRun::default();
+    for c in &counters {
+        for (k, slot) in out.committed_by_kind.iter_mut().enumerate() {
+            *slot += c.committed[k].load(Ordering::Relaxed);
+        }
+        out.rollbacks += c.rollbacks.load(Ordering::Relaxed);
+    }
+    Ok(out)
+}

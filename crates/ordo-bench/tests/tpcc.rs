@@ -1,0 +1,184 @@
+//! TPC-C at tiny scale: the consistency conditions of clause 3.3.2 hold after load and after
+//! concurrent runs of both mixes, the check catches a corrupted row for each condition, and bad
+//! parameters are typed errors.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use ordo::{Error, Isolation};
+use ordo_bench::error::BenchError;
+use ordo_bench::tpcc::{self, Kind, Mix, Tpcc, TpccConfig, schema};
+use ordo_clock::{Clock, LogicalClock, SystemClock};
+
+fn tiny() -> TpccConfig {
+    TpccConfig {
+        warehouses: 2,
+        items: 300,
+        customers_per_district: 30,
+        threads: 2,
+        duration: Duration::from_millis(60),
+        ..TpccConfig::default()
+    }
+}
+
+fn assert_consistent<C: Clock>(t: &Tpcc<C>, when: &str) {
+    let v = tpcc::violations(t).unwrap();
+    assert!(
+        v.is_empty(),
+        "{when}: {}",
+        v.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; ")
+    );
+    tpcc::check(t).unwrap();
+}
+
+/// Both mixes at 1, 2 and 4 threads on one database, checked after each run.
+fn concurrent_runs_stay_consistent<C: Clock>(clock: C) {
+    let base = tiny();
+    let t = tpcc::load(clock, &base, 2).unwrap();
+    assert_consistent(&t, "after load");
+    let mut rollbacks = 0;
+    let mut new_orders = 0;
+    for mix in [Mix::NoPay, Mix::Full] {
+        for threads in [1, 2, 4] {
+            let cfg = TpccConfig { mix, threads, seed: threads as u64, ..base.clone() };
+            let r = tpcc::run_counted(&t, &cfg, 150).unwrap();
+            let committed: u64 = r.committed_by_kind.iter().sum();
+            assert_eq!(committed + r.rollbacks, 150 * threads as u64);
+            if mix == Mix::NoPay {
+                assert_eq!(r.committed_by_kind[2..], [0, 0, 0], "no-pay runs only two kinds");
+            }
+            rollbacks += r.rollbacks;
+            new_orders += r.committed_by_kind[Kind::NewOrder as usize];
+            assert_consistent(&t, &format!("after {} at {threads} threads", mix.name()));
+        }
+    }
+    assert!(new_orders > 0);
+    assert!(rollbacks > 0, "1% of NewOrders roll back; {new_orders} committed");
+    // A timed run of the full mix, then the check again.
+    let cfg = TpccConfig { mix: Mix::Full, threads: 2, ..base };
+    let r = tpcc::run(&t, &cfg);
+    assert!(r.run.committed > 0 && r.new_orders_per_s > 0.0);
+    assert_eq!(r.run.committed, r.committed_by_kind.iter().sum::<u64>());
+    assert_eq!(r.failed, 0);
+    let requested = r.run.aborts.iter().find(|(k, _)| k == "requested").map_or(0, |(_, n)| *n);
+    assert_eq!(requested, 0, "rollbacks are not engine aborts");
+    assert_consistent(&t, "after the timed run");
+}
+
+#[test]
+fn concurrent_runs_stay_consistent_logical_clock() {
+    concurrent_runs_stay_consistent(LogicalClock::new());
+}
+
+#[test]
+fn concurrent_runs_stay_consistent_system_clock() {
+    concurrent_runs_stay_consistent(SystemClock::new());
+}
+
+#[test]
+fn snapshot_isolation_run_stays_consistent() {
+    // Conditions 1–4 only involve rows every writer of them also writes, so they hold under SI.
+    let cfg =
+        TpccConfig { isolation: Isolation::Snapshot, warehouses: 1, mix: Mix::Full, ..tiny() };
+    let t = tpcc::load(LogicalClock::new(), &cfg, 1).unwrap();
+    tpcc::run_counted(&t, &TpccConfig { threads: 2, ..cfg.clone() }, 200).unwrap();
+    assert_consistent(&t, "after an SI run");
+}
+
+/// Loads a fresh one-warehouse database for a corruption test.
+fn fresh() -> Tpcc<LogicalClock> {
+    let cfg = TpccConfig { warehouses: 1, ..tiny() };
+    tpcc::load(LogicalClock::new(), &cfg, 1).unwrap()
+}
+
+fn expect_violation(t: &Tpcc<LogicalClock>, condition: u8, district: Option<u32>) {
+    let v = tpcc::violations(t).unwrap();
+    assert!(
+        v.iter().any(|v| v.condition == condition && v.warehouse == 1 && v.district == district),
+        "expected condition {condition} at district {district:?}, got {v:?}"
+    );
+    let err = tpcc::check(t).unwrap_err();
+    assert!(matches!(err, BenchError::Inconsistent(_)), "{err}");
+    assert!(err.to_string().contains(&format!("condition {condition}")), "{err}");
+}
+
+/// Adds `delta` to word `field` of the row at `addr`.
+fn bump_word<C: Clock>(t: &Tpcc<C>, addr: ordo::Addr, field: usize, delta: u64) {
+    t.db.run(|tx| {
+        let mut row = tx.read_bytes(addr)?;
+        schema::add(&mut row, field, delta);
+        tx.write_bytes(addr, &row)
+    })
+    .unwrap();
+}
+
+#[test]
+fn corrupted_district_ytd_fails_condition_1() {
+    let t = fresh();
+    bump_word(&t, t.district_addr(1, 4).unwrap(), schema::district::YTD, 1);
+    expect_violation(&t, 1, None);
+}
+
+#[test]
+fn corrupted_next_order_id_fails_condition_2() {
+    let t = fresh();
+    bump_word(&t, t.district_addr(1, 7).unwrap(), schema::district::NEXT_O_ID, 1);
+    expect_violation(&t, 2, Some(7));
+}
+
+#[test]
+fn missing_new_order_row_fails_condition_3() {
+    let t = fresh();
+    // Remove a NEW-ORDER row from the middle of district 2's range (not the newest one, which
+    // would fail condition 2 instead).
+    let cfg = &t.cfg;
+    let o = cfg.initial_orders() - cfg.initial_new_orders() / 2;
+    let removed = t.db.run(|tx| t.new_orders().remove(tx, &schema::order_key(1, 2, o))).unwrap();
+    assert!(removed.is_some());
+    expect_violation(&t, 3, Some(2));
+}
+
+#[test]
+fn extra_order_line_fails_condition_4() {
+    let t = fresh();
+    let line = t.db.run(|tx| tx.alloc_bytes(&[0u8; schema::order_line::BYTES])).unwrap();
+    t.db.run(|tx| {
+        t.order_lines().insert(tx, &schema::order_line_key(1, 9, 1, 200), &schema::addr_value(line))
+    })
+    .unwrap();
+    expect_violation(&t, 4, Some(9));
+}
+
+#[test]
+fn zero_warehouses_and_bad_parameters_are_typed_errors() {
+    let zero = TpccConfig { warehouses: 0, ..tiny() };
+    match tpcc::load(LogicalClock::new(), &zero, 1) {
+        Err(BenchError::OutOfRange { name: "warehouses", .. }) => {}
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("zero warehouses must be rejected"),
+    }
+    for (cfg, name) in [
+        (TpccConfig { items: 0, ..tiny() }, Some("items")),
+        (TpccConfig { customers_per_district: 0, ..tiny() }, Some("customers-per-district")),
+        (TpccConfig { warehouses: 70_000, ..tiny() }, Some("warehouses")),
+        (TpccConfig { threads: 0, ..tiny() }, None),
+    ] {
+        match (cfg.validate(), name) {
+            (Err(BenchError::OutOfRange { name: got, .. }), Some(want)) => assert_eq!(got, want),
+            (Err(BenchError::ZeroThreads), None) => {}
+            (other, _) => panic!("{cfg:?} gave {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn loaded_population_has_the_scaled_shape() {
+    let t = fresh();
+    let cfg = t.cfg.clone();
+    let (no, ol) =
+        t.db.run(|tx| Ok::<_, Error>((t.new_orders().len(tx)?, t.order_lines().len(tx)?))).unwrap();
+    assert_eq!(no, (10 * cfg.initial_new_orders()) as usize);
+    let per_district = cfg.initial_orders() as usize;
+    assert!((5 * 10 * per_district..=15 * 10 * per_district).contains(&ol), "{ol}");
+    assert!(t.item_addr(cfg.items + 1).is_none(), "the rollback item id is unused");
+}
