@@ -8,6 +8,7 @@ pub mod driver;
 pub mod error;
 pub mod report;
 pub mod scan_update;
+pub mod stamp;
 pub mod synthetic;
 pub mod ycsb;
 pub mod zipf;
