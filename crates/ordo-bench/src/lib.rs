@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod driver;
 pub mod error;
+pub mod harness;
 pub mod report;
 pub mod scan_update;
 pub mod stamp;
