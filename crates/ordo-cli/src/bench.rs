@@ -40,6 +40,8 @@ pub(crate) enum BenchCommand {
     ScanUpdate(crate::bench_scan::ScanArgs),
     /// SPHT's synthetic read/write mixes over private or shared pools.
     Synthetic(crate::bench_synthetic::SyntheticArgs),
+    /// The papers' figures at a small scale in a few minutes, one summary, results for `ordo plot`.
+    Suite(crate::bench_suite::SuiteArgs),
 }
 
 /// Flags every workload takes.
@@ -243,6 +245,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
+        BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
     }
 }
 
