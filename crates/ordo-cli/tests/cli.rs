@@ -2,6 +2,8 @@
 //! error) and a non-zero exit; small runs of the harness commands print their summary and write
 //! results that `ordo plot` draws.
 
+#![allow(clippy::unwrap_used)] // test helpers outside `#[test]` functions
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
