@@ -50,9 +50,9 @@ pub(crate) struct CommonBenchArgs {
     /// Thread counts to run: `4`, a list `1,2,4` or a range `1-8`.
     #[arg(long, value_name = "LIST", value_parser = parse_threads)]
     threads: Option<ThreadCounts>,
-    /// Length of one measurement in milliseconds.
-    #[arg(long, value_name = "MS")]
-    duration_ms: Option<u64>,
+    /// Length of one measurement: `500ms`, `2s`, `1m`, or a number of milliseconds.
+    #[arg(long = "duration", visible_alias = "duration-ms", value_name = "TIME", value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Print JSON lines on stdout instead of tables.
     #[arg(long)]
     pub(crate) json: bool,
@@ -77,7 +77,7 @@ impl CommonBenchArgs {
 
     /// `--duration-ms`, if given.
     pub(crate) fn duration(&self) -> Option<Duration> {
-        self.duration_ms.map(Duration::from_millis)
+        self.duration
     }
 }
 
@@ -209,6 +209,30 @@ pub(crate) fn measure_on_clocks(
     }
 }
 
+/// Parses `--duration`: a number with an optional unit `ms`, `s` or `m` (milliseconds when
+/// bare). Zero is refused: a zero-length run measures nothing.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, unit_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e3)
+    } else {
+        (t, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 2s, 1m)"))?;
+    let ms = value * unit_ms;
+    if !ms.is_finite() || ms < 1.0 || ms > 86_400_000.0 {
+        return Err(format!("{text:?} is out of range: between 1 ms and 24 h"));
+    }
+    Ok(Duration::from_secs_f64(ms / 1e3))
+}
+
 /// A parsed `--threads` value (a newtype so clap treats it as one value).
 #[derive(Clone, Debug)]
 struct ThreadCounts(Vec<usize>);
@@ -306,7 +330,7 @@ fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
     };
     let config = ClockBenchConfig {
         thread_counts,
-        duration: common.duration_ms.map_or(clock_bench::DEFAULT_DURATION, Duration::from_millis),
+        duration: common.duration.unwrap_or(clock_bench::DEFAULT_DURATION),
         repetitions: args.repetitions,
         pin_threads: !args.no_pin,
     };
@@ -334,4 +358,33 @@ fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
         print!("{}", report.table());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_refuse_nonsense() {
+        assert_eq!(parse_duration("500"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        for bad in ["0", "0s", "-1s", "abc", "2h", "", "1e400"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // Duplicate flags across flattened argument groups panic at run time; catch them here.
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(subcommand)]
+            bench: BenchCommand,
+        }
+        Probe::command().debug_assert();
+    }
 }
