@@ -17,8 +17,9 @@ use ordo::{Addr, Config, Error, Isolation, Options, Ordo, Versions};
 use ordo_clock::Clock;
 use rand::{SeedableRng, rngs::SmallRng};
 
-use crate::driver::{RunStats, run_timed};
+use crate::driver::{RunStats, Tally, run_timed};
 use crate::error::BenchError;
+use crate::harness::Loaded;
 use crate::zipf::Zipf;
 
 /// Rows loaded per loading transaction.
@@ -100,6 +101,10 @@ pub struct YcsbTable<C: Clock> {
     pub db: Ordo<C>,
     rows: Vec<Addr>,
     zipf: Zipf,
+    /// The configuration it was loaded with (threads and duration are set per run).
+    cfg: YcsbConfig,
+    /// Committed updates, counted per thread by every run.
+    updates: Tally,
 }
 
 /// Creates a database on `clock` and loads the table with `load_threads` threads.
@@ -149,7 +154,7 @@ pub fn load<C: Clock>(
         rows.extend(c?);
     }
     let zipf = Zipf::new(cfg.rows, cfg.theta)?;
-    Ok(YcsbTable { db, rows, zipf })
+    Ok(YcsbTable { db, rows, zipf, cfg: cfg.clone(), updates: Tally::new(cfg.threads) })
 }
 
 /// A worker thread's key chooser, row buffer and request plan.
@@ -178,14 +183,9 @@ pub fn run<C: Clock>(table: &YcsbTable<C>, cfg: &YcsbConfig) -> RunStats {
                         Vec::new(),
                     )
                 });
-                let _ = std::hint::black_box(one_transaction(
-                    table,
-                    cfg,
-                    writes_possible,
-                    rng,
-                    buf,
-                    plan,
-                ));
+                if let Ok(n @ 1..) = one_transaction(table, cfg, writes_possible, rng, buf, plan) {
+                    table.updates.add(thread, n);
+                }
             });
         },
     )
@@ -279,6 +279,19 @@ pub fn run_counted<C: Clock>(
         for _ in 0..txns_per_thread {
             updates += one_transaction(table, cfg, true, &mut rng, &mut buf, &mut plan)?;
         }
+        table.updates.add(t, updates);
         Ok(updates)
     })?)
+}
+
+impl<C: Clock> Loaded for YcsbTable<C> {
+    fn run(&self, threads: usize, duration: Duration) -> Result<RunStats, BenchError> {
+        let cfg = YcsbConfig { threads, duration, ..self.cfg.clone() };
+        cfg.validate()?;
+        Ok(run(self, &cfg))
+    }
+
+    fn check(&self) -> Result<(), BenchError> {
+        check(self, self.updates.total())
+    }
 }
