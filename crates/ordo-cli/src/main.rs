@@ -10,6 +10,7 @@ mod bench;
 mod bench_scan;
 mod bench_suite;
 mod bench_synthetic;
+mod bench_tpcc;
 mod bench_ycsb;
 mod calibrate;
 mod clock_setup;

@@ -312,6 +312,41 @@ pub struct TpccRun {
     pub rollbacks: u64,
     /// Transactions that failed with an engine error (e.g. retries exhausted); zero normally.
     pub failed: u64,
+    /// The first such failure.
+    pub first_failure: Option<String>,
+}
+
+impl TpccRun {
+    /// The engine-level figures with the TPC-C ones as [`RunStats::metrics`]:
+    /// `new_orders_per_s` and `rollbacks`.
+    pub fn into_run_stats(self) -> RunStats {
+        let mut stats = self.run;
+        stats.metrics.push(("new_orders_per_s".into(), self.new_orders_per_s));
+        stats.metrics.push(("rollbacks".into(), self.rollbacks as f64));
+        stats
+    }
+}
+
+impl<C: Clock> crate::harness::Loaded for Tpcc<C> {
+    /// A timed run of the loaded mix; an error if any transaction failed (the measurement would
+    /// not be of TPC-C).
+    fn run(&self, threads: usize, duration: Duration) -> Result<RunStats, BenchError> {
+        let cfg = TpccConfig { threads, duration, ..self.cfg.clone() };
+        cfg.validate()?;
+        let r = run(self, &cfg);
+        if r.failed > 0 {
+            return Err(BenchError::Inconsistent(format!(
+                "{} TPC-C transactions failed; the first: {}",
+                r.failed,
+                r.first_failure.as_deref().unwrap_or("?")
+            )));
+        }
+        Ok(r.into_run_stats())
+    }
+
+    fn check(&self) -> Result<(), BenchError> {
+        check(self)
+    }
 }
 
 /// Counters of one terminal, padded to its own cache lines.
@@ -340,6 +375,7 @@ impl TerminalCounters {
 pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
     let counters: Vec<TerminalCounters> =
         (0..cfg.threads).map(|_| TerminalCounters::default()).collect();
+    let first_failure: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let before = tpcc.db.stats();
     let mut stats = run_timed(
         cfg.threads,
@@ -356,6 +392,10 @@ pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
                 let terminal = t.get_or_insert_with(|| txns::Terminal::new(tpcc, cfg, thread));
                 let (kind, outcome) = terminal.one(tpcc, cfg);
                 counters[thread].record(kind, &outcome);
+                if let Err(e) = outcome {
+                    let mut first = first_failure.lock().unwrap_or_else(|p| p.into_inner());
+                    first.get_or_insert_with(|| format!("{}: {e}", kind.name()));
+                }
             });
         },
     );
@@ -385,6 +425,7 @@ pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
         committed_by_kind,
         rollbacks,
         failed,
+        first_failure: first_failure.into_inner().unwrap_or_else(|p| p.into_inner()),
     }
 }
 

@@ -423,7 +423,10 @@ impl EntryList {
 
     /// Appends the entries of `view`.
     pub(super) fn extend_from_view(&mut self, view: &NodeView<'_>) -> Result<(), Error> {
-        self.spans.reserve(view.count());
+        self.spans.reserve(view.count() + 1);
+        // Entries take less than the node; the slack holds the entry an update usually adds,
+        // so the buffer is allocated once instead of regrown entry by entry.
+        self.data.reserve(view.b.len() + view.b.len() / 4);
         for i in 0..view.count() {
             self.push(view.raw(i)?);
         }

@@ -1,0 +1,129 @@
+//! `ordo bench tpcc`: TPC-C on the embedded engine, every clock side by side (ORDO Fig. 14 with
+//! `--mix no-pay`; FaRMv2 §5.1's full mix with `--mix full`, whose figure of merit is the
+//! `new_orders_per_s` metric of every run).
+//!
+//! The database is loaded once per clock; the harness interleaves clocks, repeats, checks the
+//! TPC-C consistency conditions 1–4 after every run and prints the summary.
+
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use ordo_bench::harness::{Loaded, Plan};
+use ordo_bench::tpcc::{self, TpccConfig};
+use ordo_clock::ClockChoice;
+
+use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan};
+use crate::error::CliError;
+
+/// Transaction mixes.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mix {
+    /// NewOrder 50%, Payment 50% (ORDO Fig. 14, DBx1000).
+    NoPay,
+    /// The standard mix: NewOrder 45%, Payment 43%, Order-Status, Delivery, Stock-Level 4% each.
+    Full,
+}
+
+impl Mix {
+    fn workload(self) -> tpcc::Mix {
+        match self {
+            Mix::NoPay => tpcc::Mix::NoPay,
+            Mix::Full => tpcc::Mix::Full,
+        }
+    }
+}
+
+/// `ordo bench tpcc` flags.
+#[derive(Args, Debug)]
+pub(crate) struct TpccArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonBenchArgs,
+    #[command(flatten)]
+    pub(crate) measure: MeasureArgs,
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
+    /// The transaction mix.
+    #[arg(long, value_enum, default_value_t = Mix::NoPay)]
+    mix: Mix,
+    /// Warehouses (ORDO Fig. 14 and DBx1000 usually run as many as threads).
+    #[arg(long, default_value_t = 1)]
+    warehouses: u32,
+    /// ITEM rows, and STOCK rows per warehouse.
+    #[arg(long, default_value_t = tpcc::ITEMS_STANDARD)]
+    items: u32,
+    /// Customers (and initial orders) per district.
+    #[arg(long, default_value_t = tpcc::CUSTOMERS_STANDARD)]
+    customers: u32,
+}
+
+/// The TPC-C configuration of the flags, for `threads_max` threads at most.
+pub(crate) fn config(
+    mix: tpcc::Mix,
+    warehouses: u32,
+    items: u32,
+    customers: u32,
+    engine: &EngineArgs,
+    threads_max: usize,
+) -> TpccConfig {
+    TpccConfig {
+        warehouses,
+        items,
+        customers_per_district: customers,
+        mix,
+        threads: threads_max,
+        duration: Duration::from_secs(2),
+        isolation: engine.isolation,
+        versions: engine.versions,
+        seed: engine.seed,
+    }
+}
+
+/// The harness plan of a TPC-C configuration; the variant names the mix and warehouses.
+pub(crate) fn plan(
+    cfg: &TpccConfig,
+    thread_counts: Vec<usize>,
+    repetitions: usize,
+) -> Result<Plan, CliError> {
+    for &t in &thread_counts {
+        TpccConfig { threads: t, ..cfg.clone() }.validate()?;
+    }
+    Ok(Plan {
+        workload: "tpcc".into(),
+        variant: format!("{} {}w", cfg.mix.name(), cfg.warehouses),
+        config: serde_json::to_value(cfg)?,
+        thread_counts,
+        duration: cfg.duration,
+        repetitions,
+    })
+}
+
+/// Loads the TPC-C database of `cfg` on one clock.
+pub(crate) fn load(
+    cfg: &TpccConfig,
+) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + '_ {
+    move |clock| Ok(Box::new(tpcc::load(clock, cfg, 2)?) as Box<dyn Loaded>)
+}
+
+pub(crate) fn run_tpcc(args: &TpccArgs) -> Result<(), CliError> {
+    let common = &args.common;
+    let thread_counts = common.thread_counts()?;
+    let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
+    let mut cfg = config(
+        args.mix.workload(),
+        args.warehouses,
+        args.items,
+        args.customers,
+        &args.engine,
+        threads_max,
+    );
+    cfg.duration = common.duration().unwrap_or(cfg.duration);
+    let plan = plan(&cfg, thread_counts, args.measure.repetitions)?;
+    measure_plan(
+        common,
+        &args.measure,
+        &plan,
+        &[ClockChoice::Logical, ClockChoice::Ordo],
+        &load(&cfg),
+    )?;
+    Ok(())
+}
