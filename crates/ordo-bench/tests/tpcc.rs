@@ -138,12 +138,44 @@ fn missing_new_order_row_fails_condition_3() {
     expect_violation(&t, 3, Some(2));
 }
 
+/// A line row of order (1, 9, `o`) numbered `n`.
+fn line_row(o: u32, n: u32) -> Vec<u8> {
+    let mut row = vec![0u8; schema::order_line::BYTES];
+    schema::set(&mut row, schema::order_line::W_ID, 1);
+    schema::set(&mut row, schema::order_line::D_ID, 9);
+    schema::set(&mut row, schema::order_line::O_ID, o.into());
+    schema::set(&mut row, schema::order_line::NUMBER, n.into());
+    row
+}
+
 #[test]
 fn extra_order_line_fails_condition_4() {
     let t = fresh();
-    let line = t.db.run(|tx| tx.alloc_bytes(&[0u8; schema::order_line::BYTES])).unwrap();
+    // Order 1 of district 9 gains one more line: a well-formed row, but not counted in
+    // O_OL_CNT.
+    let key = schema::order_key(1, 9, 1);
     t.db.run(|tx| {
-        t.order_lines().insert(tx, &schema::order_line_key(1, 9, 1, 200), &schema::addr_value(line))
+        let mut value = t.order_lines().get(tx, &key)?.unwrap();
+        let n = value.len() as u32 / 8 + 1;
+        let extra = tx.alloc_bytes(&line_row(1, n))?;
+        value.extend_from_slice(&schema::addr_value(extra));
+        t.order_lines().insert(tx, &key, &value)
+    })
+    .unwrap();
+    expect_violation(&t, 4, Some(9));
+}
+
+#[test]
+fn misplaced_order_line_fails_condition_4() {
+    let t = fresh();
+    // The first line of order 2 is replaced by a row claiming to be line 1 of order 3: the
+    // count still matches, the row does not.
+    let key = schema::order_key(1, 9, 2);
+    t.db.run(|tx| {
+        let mut value = t.order_lines().get(tx, &key)?.unwrap();
+        let wrong = tx.alloc_bytes(&line_row(3, 1))?;
+        value[..8].copy_from_slice(&schema::addr_value(wrong));
+        t.order_lines().insert(tx, &key, &value)
     })
     .unwrap();
     expect_violation(&t, 4, Some(9));
@@ -175,10 +207,16 @@ fn zero_warehouses_and_bad_parameters_are_typed_errors() {
 fn loaded_population_has_the_scaled_shape() {
     let t = fresh();
     let cfg = t.cfg.clone();
-    let (no, ol) =
-        t.db.run(|tx| Ok::<_, Error>((t.new_orders().len(tx)?, t.order_lines().len(tx)?))).unwrap();
+    let (no, orders, lines) =
+        t.db.run(|tx| {
+            let orders = t.order_lines().entries(tx)?;
+            let lines = orders.iter().map(|(_, v)| v.len() / 8).sum::<usize>();
+            Ok::<_, Error>((t.new_orders().len(tx)?, orders.len(), lines))
+        })
+        .unwrap();
     assert_eq!(no, (10 * cfg.initial_new_orders()) as usize);
     let per_district = cfg.initial_orders() as usize;
-    assert!((5 * 10 * per_district..=15 * 10 * per_district).contains(&ol), "{ol}");
+    assert_eq!(orders, 10 * per_district);
+    assert!((5 * 10 * per_district..=15 * 10 * per_district).contains(&lines), "{lines}");
     assert!(t.item_addr(cfg.items + 1).is_none(), "the rollback item id is unused");
 }

@@ -6,8 +6,11 @@
 //! 4. sum(O_OL_CNT) = the number of ORDER-LINE rows, for each district.
 //!
 //! ORDER rows are enumerated through the ORDER-by-customer tree (every order is in it), each
-//! row read for O_ID and O_OL_CNT (and its warehouse and district checked); NEW-ORDER and
-//! ORDER-LINE rows are the entries of their trees in the district's key range. Each warehouse
+//! row read for O_ID and O_OL_CNT (and its warehouse and district checked); NEW-ORDER rows are
+//! the entries of their tree in the district's key range; ORDER-LINE rows are the rows listed
+//! by the ORDER-LINE entries of the district, each read to check that it holds the warehouse,
+//! district, order and line number its place in the index says (a row that does not is
+//! reported under condition 4, as is an ORDER row in the wrong district under condition 2). Each warehouse
 //! (condition 1) and each district (conditions 2–4) is read in one transaction, so the check
 //! sees consistent snapshots even while transactions run — though it is meant for a quiet
 //! database. When a district has no NEW-ORDER rows (all delivered), condition 2 compares only
@@ -20,7 +23,7 @@ use ordo::{Addr, Error};
 use ordo_clock::Clock;
 
 use super::Tpcc;
-use super::schema::{self, DISTRICTS, district, get, get_i, order, warehouse};
+use super::schema::{self, DISTRICTS, district, get, get_i, order, order_line, warehouse};
 use crate::error::BenchError;
 
 /// One failed consistency condition.
@@ -116,6 +119,7 @@ struct DistrictSnapshot {
     new_orders: Option<(u64, u64, u64)>,
     order_lines: u64,
     misplaced: Option<String>,
+    bad_line: Option<String>,
 }
 
 fn district_conditions<C: Clock>(
@@ -181,16 +185,43 @@ fn district_conditions<C: Clock>(
             },
         )?;
         s.new_orders = no;
-        let (lo, hi) =
-            (schema::order_line_key(w, d, 0, 0), schema::order_line_key(w, d, u32::MAX, 255));
-        s.order_lines = tpcc.order_lines.range(
+        let (lo, hi) = (schema::order_key(w, d, 0), schema::order_key(w, d, u32::MAX));
+        // (order id, its line rows) for every ORDER-LINE entry of the district.
+        let mut lines: Vec<(u32, Vec<Addr>)> = Vec::new();
+        let mut bad_value = false;
+        tpcc.order_lines.range(
             tx,
             Bound::Included(&lo),
             Bound::Included(&hi),
             Direction::Forward,
             None,
-            |_, _| ControlFlow::Continue(()),
-        )? as u64;
+            |k, v| {
+                let o = k.get(3..7).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes);
+                let mut addrs = Vec::new();
+                bad_value |= schema::value_addrs(v, &mut addrs).is_none();
+                lines.push((o, addrs));
+                ControlFlow::Continue(())
+            },
+        )?;
+        if bad_value {
+            s.bad_line.get_or_insert_with(|| "an ORDER-LINE index value is not a list of addresses".into());
+        }
+        for (o, addrs) in &lines {
+            for (n, &la) in addrs.iter().enumerate() {
+                let fields = tx.read_with(la, |b| {
+                    (b.len() == order_line::BYTES).then(|| {
+                        (get(b, order_line::W_ID), get(b, order_line::D_ID), get(b, order_line::O_ID), get(b, order_line::NUMBER))
+                    })
+                })?;
+                let want = (u64::from(w), u64::from(d), u64::from(*o), n as u64 + 1);
+                if fields != Some(want) {
+                    s.bad_line.get_or_insert_with(|| {
+                        format!("line {} of order {o} is row {la} holding (w, d, o, number) = {fields:?}", n + 1)
+                    });
+                }
+                s.order_lines += 1;
+            }
+        }
         Ok::<_, Error>(s)
     })?;
     let mut fail = |condition, detail: String| {
@@ -221,6 +252,9 @@ fn district_conditions<C: Clock>(
             3,
             format!("max(NO_O_ID) - min(NO_O_ID) + 1 = {} but {n} NEW-ORDER rows", max - min + 1),
         );
+    }
+    if let Some(m) = &s.bad_line {
+        fail(4, m.clone());
     }
     if s.ol_cnt_sum != s.order_lines {
         fail(

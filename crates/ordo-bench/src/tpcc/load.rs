@@ -392,6 +392,7 @@ fn load_district<C: Clock>(
                     ix.new_orders.insert(tx, &schema::order_key(w, d, o), &[])?;
                 }
                 let mut s = Vec::new();
+                let (mut lines, mut value) = (Vec::with_capacity(15), Vec::new());
                 for n in 1..=ol_cnt {
                     let mut line = [0u8; order_line::BYTES];
                     for (field, v) in [
@@ -410,13 +411,10 @@ fn load_district<C: Clock>(
                     set_i(&mut line, order_line::AMOUNT, amount);
                     random::astring(&mut r, 24, 24, &mut s);
                     set_str(&mut line, order_line::DIST_INFO, 24, &s);
-                    let la = tx.alloc_bytes(&line)?;
-                    ix.order_lines.insert(
-                        tx,
-                        &schema::order_line_key(w, d, o, n),
-                        &schema::addr_value(la),
-                    )?;
+                    lines.push(tx.alloc_bytes(&line)?);
                 }
+                schema::addrs_value(&lines, &mut value);
+                ix.order_lines.insert(tx, &schema::order_key(w, d, o), &value)?;
             }
             Ok::<_, Error>(r)
         })?;

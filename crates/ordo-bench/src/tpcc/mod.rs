@@ -18,7 +18,7 @@
 //! | ORDER | (w, d, o) → row | [`ordo::map::HashMap`] |
 //! | ORDER | (w, d, c, o) → row | [`ordo::tree::BTree`] |
 //! | NEW-ORDER | (w, d, o) → nothing | [`ordo::tree::BTree`]; the tree entry *is* the row |
-//! | ORDER-LINE | (w, d, o, number) → row | [`ordo::tree::BTree`] |
+//! | ORDER-LINE | (w, d, o) → the order's rows | [`ordo::tree::BTree`] |
 //! | HISTORY | none (insert only) | — |
 //!
 //! The five tables with a fixed set of rows have load-time vectors, as in DBx1000 (and
@@ -26,6 +26,12 @@
 //! never change, so a vector indexed by the key is exact and needs no concurrency control. Every
 //! table that grows is indexed transactionally, so inserts, deletes and lookups commit or abort
 //! with the rest of the transaction.
+//!
+//! ORDER-LINE rows are indexed by their order, as DBx1000's `i_orderline` is: one tree entry per
+//! order whose value lists the addresses of its 5–15 line rows in line-number order. Every
+//! access of the profiles goes through whole orders — Delivery and Order-Status read the lines
+//! of one order, Stock-Level those of a range of 20 orders — and a NewOrder then makes one tree
+//! insert for its lines instead of one per line (tree inserts dominated its profile).
 //!
 //! ## Accounting
 //! A NewOrder rolled back on its unused item is a *user* abort: it is counted in
@@ -280,7 +286,8 @@ impl<C: Clock> Tpcc<C> {
         self.new_orders
     }
 
-    /// The ORDER-LINE tree (key [`schema::order_line_key`], value the row address).
+    /// The ORDER-LINE tree (key [`schema::order_key`], value the order's line rows' addresses,
+    /// see [`schema::value_addrs`]).
     pub fn order_lines(&self) -> BTree {
         self.order_lines
     }

@@ -264,7 +264,7 @@ pub mod stock {
 /// Width of the name fields in the customer-by-name key.
 pub const NAME_KEY_BYTES: usize = 16;
 
-/// Key of NEW-ORDER and of the ORDER hash index: (w, d, o).
+/// Key of NEW-ORDER, ORDER-LINE and of the ORDER hash index: (w, d, o).
 pub fn order_key(w: u32, d: u32, o: u32) -> [u8; 7] {
     let mut k = [0u8; 7];
     k[..2].copy_from_slice(&(w as u16).to_be_bytes());
@@ -280,14 +280,6 @@ pub fn order_by_customer_key(w: u32, d: u32, c: u32, o: u32) -> [u8; 11] {
     k[2] = d as u8;
     k[3..7].copy_from_slice(&c.to_be_bytes());
     k[7..].copy_from_slice(&o.to_be_bytes());
-    k
-}
-
-/// Key of the ORDER-LINE tree: (w, d, o, number).
-pub fn order_line_key(w: u32, d: u32, o: u32, number: u32) -> [u8; 8] {
-    let mut k = [0u8; 8];
-    k[..7].copy_from_slice(&order_key(w, d, o));
-    k[7] = number as u8;
     k
 }
 
@@ -327,6 +319,24 @@ pub fn addr_value(a: Addr) -> [u8; 8] {
     a.to_raw().to_le_bytes()
 }
 
+/// The ORDER-LINE index value of an order: its line rows' addresses in line-number order.
+pub fn addrs_value(addrs: &[Addr], out: &mut Vec<u8>) {
+    out.clear();
+    for a in addrs {
+        out.extend_from_slice(&a.to_raw().to_le_bytes());
+    }
+}
+
+/// Appends the addresses of an ORDER-LINE index value to `out`; `None` (and nothing appended)
+/// if its length is not a multiple of 8.
+pub fn value_addrs(v: &[u8], out: &mut Vec<Addr>) -> Option<()> {
+    if v.len() % 8 != 0 {
+        return None;
+    }
+    out.extend(v.chunks_exact(8).filter_map(value_addr));
+    Some(())
+}
+
 /// An index value as an address (`None` if it is not 8 bytes).
 pub fn value_addr(v: &[u8]) -> Option<Addr> {
     let b: [u8; 8] = v.try_into().ok()?;
@@ -341,7 +351,6 @@ mod tests {
     fn keys_sort_numerically() {
         assert!(order_key(1, 2, 255) < order_key(1, 2, 256));
         assert!(order_key(1, 10, 1) > order_key(1, 9, 70_000));
-        assert!(order_line_key(1, 1, 5, 15) < order_line_key(1, 1, 6, 1));
         let (lo, hi) = customer_name_range(1, 3, b"BARBAR");
         let k = customer_name_key(1, 3, b"BARBAR", b"ZZZZZZZZZZZZZZZZ", 3000);
         assert!(lo <= k && k <= hi);

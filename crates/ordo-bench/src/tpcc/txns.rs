@@ -59,6 +59,7 @@ pub struct Terminal {
     ids: Vec<u32>,
     lines: Vec<Line>,
     name: Vec<u8>,
+    bytes: Vec<u8>,
 }
 
 /// One NewOrder line input: item, supplying warehouse, quantity.
@@ -89,6 +90,7 @@ impl Terminal {
             ids: Vec::new(),
             lines: Vec::with_capacity(15),
             name: Vec::with_capacity(16),
+            bytes: Vec::with_capacity(15 * 8),
         }
     }
 
@@ -168,9 +170,10 @@ impl Terminal {
                 _ => return Err(TxnError::Corrupt(format!("no row for w {w} d {d} c {c}"))),
             };
         let options = Options { will_write: true, ..Options::isolation(cfg.isolation) };
-        let Terminal { row, lines, .. } = self;
+        let Terminal { row, lines, addrs, bytes, .. } = self;
         let now = now_s();
         tpcc.db.run_with(options, |tx| {
+            addrs.clear();
             let w_tax = tx.read_view(wa, |v| v.word(warehouse::TAX))?.unwrap_or(0);
             tx.read_with(da, |b| copy(row, b))?;
             check_len(row, district::BYTES, da)?;
@@ -253,13 +256,10 @@ impl Terminal {
                     set(&mut lrow, field, u64::from(v));
                 }
                 set_i(&mut lrow, order_line::AMOUNT, amount);
-                let la = tx.alloc_bytes(&lrow)?;
-                tpcc.order_lines.insert(
-                    tx,
-                    &schema::order_line_key(w, d, o, number),
-                    &schema::addr_value(la),
-                )?;
+                addrs.push(tx.alloc_bytes(&lrow)?);
             }
+            schema::addrs_value(addrs, bytes);
+            tpcc.order_lines.insert(tx, &okey, bytes)?;
             // The total the terminal would display (clause 2.4.3.3), in cents.
             let total = total * (10_000 - discount as i64) / 10_000
                 * (10_000 + (w_tax + d_tax) as i64)
@@ -373,9 +373,7 @@ impl Terminal {
             };
             let o = tx.read_view(oa, |v| v.word(order::ID))?.ok_or_else(|| corrupt("order", oa))?;
             let o = o as u32;
-            let lo = schema::order_line_key(w, d, o, 0);
-            let hi = schema::order_line_key(w, d, o, 255);
-            collect(tpcc.order_lines, tx, &lo, &hi, Direction::Forward, None, addrs)?;
+            order_lines(tpcc, tx, w, d, o, addrs)?;
             for &la in addrs.iter() {
                 let fields = tx.read_view(la, |v| {
                     (v.word(order_line::I_ID)?)
@@ -425,9 +423,7 @@ impl Terminal {
                 let c = get(row, order::C_ID) as u32;
                 set(row, order::CARRIER_ID, carrier);
                 tx.write_bytes(oa, row)?;
-                let lo = schema::order_line_key(w, d, o, 0);
-                let hi = schema::order_line_key(w, d, o, 255);
-                collect(tpcc.order_lines, tx, &lo, &hi, Direction::Forward, None, addrs)?;
+                order_lines(tpcc, tx, w, d, o, addrs)?;
                 let mut sum = 0i64;
                 for &la in addrs.iter() {
                     tx.read_with(la, |b| copy(row, b))?;
@@ -464,8 +460,8 @@ impl Terminal {
                 .read_view(da, |v| v.word(district::NEXT_O_ID))?
                 .ok_or_else(|| corrupt("district", da))?;
             let next = next as u32;
-            let lo = schema::order_line_key(w, d, next.saturating_sub(20), 0);
-            let hi = schema::order_line_key(w, d, next, 0);
+            let lo = schema::order_key(w, d, next.saturating_sub(20));
+            let hi = schema::order_key(w, d, next);
             addrs.clear();
             let mut bad = false;
             tpcc.order_lines.range(
@@ -474,11 +470,8 @@ impl Terminal {
                 Bound::Excluded(&hi),
                 Direction::Forward,
                 None,
-                |_, v| match schema::value_addr(v) {
-                    Some(a) => {
-                        addrs.push(a);
-                        ControlFlow::Continue(())
-                    }
+                |_, v| match schema::value_addrs(v, addrs) {
+                    Some(()) => ControlFlow::Continue(()),
                     None => {
                         bad = true;
                         ControlFlow::Break(())
@@ -559,6 +552,26 @@ fn collect<C: Clock>(
         }
     })?;
     if bad { Err(TxnError::Corrupt("index value is not an address".into())) } else { Ok(()) }
+}
+
+/// The addresses of the line rows of order (`w`, `d`, `o`), into `out`.
+fn order_lines<C: Clock>(
+    tpcc: &Tpcc<C>,
+    tx: &mut Tx<'_, C>,
+    w: u32,
+    d: u32,
+    o: u32,
+    out: &mut Vec<Addr>,
+) -> TxnResult<()> {
+    out.clear();
+    match tpcc
+        .order_lines
+        .get_with(tx, &schema::order_key(w, d, o), |v| schema::value_addrs(v, out))?
+    {
+        Some(Some(())) => Ok(()),
+        Some(None) => Err(TxnError::Corrupt(format!("order ({w}, {d}, {o}) has a bad line list"))),
+        None => Err(TxnError::Corrupt(format!("order ({w}, {d}, {o}) has no lines"))),
+    }
 }
 
 /// The customer of a Payment or Order-Status: by id, or the one at position ⌈n/2⌉ of the `n`
