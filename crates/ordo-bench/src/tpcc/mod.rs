@@ -321,6 +321,22 @@ pub struct TpccRun {
     pub failed: u64,
     /// The first such failure.
     pub first_failure: Option<String>,
+    /// CPU time the whole process used during the run (all threads, GC included) per committed
+    /// transaction, in microseconds; `None` where `/proc/self/stat` cannot be read. Unlike
+    /// tx/s it barely changes when other processes compete for the cores.
+    pub cpu_us_per_tx: Option<f64>,
+}
+
+/// CPU seconds (user + system) the process has used, from `/proc/self/stat` (Linux), whose
+/// counters are in USER_HZ = 100 ticks per second on every Linux architecture.
+fn process_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let mut fields = rest.split_ascii_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
 }
 
 impl TpccRun {
@@ -330,6 +346,9 @@ impl TpccRun {
         let mut stats = self.run;
         stats.metrics.push(("new_orders_per_s".into(), self.new_orders_per_s));
         stats.metrics.push(("rollbacks".into(), self.rollbacks as f64));
+        if let Some(cpu) = self.cpu_us_per_tx {
+            stats.metrics.push(("cpu_us_per_tx".into(), cpu));
+        }
         stats
     }
 }
@@ -384,6 +403,7 @@ pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
         (0..cfg.threads).map(|_| TerminalCounters::default()).collect();
     let first_failure: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let before = tpcc.db.stats();
+    let cpu_before = process_cpu_s();
     let mut stats = run_timed(
         cfg.threads,
         cfg.duration,
@@ -413,6 +433,10 @@ pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
     for (k, slot) in committed_by_kind.iter_mut().enumerate() {
         *slot = sum(&|c| &c.committed[k]);
     }
+    let cpu_s = match (cpu_before, process_cpu_s()) {
+        (Some(b), Some(a)) => Some(a - b),
+        _ => None,
+    };
     let rollbacks = sum(&|c| &c.rollbacks);
     let failed = sum(&|c| &c.failed);
     let committed: u64 = committed_by_kind.iter().sum();
@@ -433,6 +457,7 @@ pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
         rollbacks,
         failed,
         first_failure: first_failure.into_inner().unwrap_or_else(|p| p.into_inner()),
+        cpu_us_per_tx: cpu_s.map(|s| s * 1e6 / committed.max(1) as f64),
     }
 }
 
