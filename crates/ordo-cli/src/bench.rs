@@ -229,7 +229,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 2s, 1m)"))?;
     let ms = value * unit_ms;
-    if !ms.is_finite() || ms < 1.0 || ms > 86_400_000.0 {
+    if !ms.is_finite() || !(1.0..=86_400_000.0).contains(&ms) {
         return Err(format!("{text:?} is out of range: between 1 ms and 24 h"));
     }
     Ok(Duration::from_secs_f64(ms / 1e3))
