@@ -41,7 +41,7 @@
 //! NewOrders.
 //!
 //! ## Consistency
-//! [`check`] verifies the standard's consistency conditions 1–4 (clause 3.3.2) after load and
+//! [`check()`] verifies the standard's consistency conditions 1–4 (clause 3.3.2) after load and
 //! after every run.
 
 pub mod check;
