@@ -93,6 +93,27 @@ fn entries<'a>(
             }),
         });
     }
+    // TPC-C (ORDO Fig. 14 no-pay, FaRMv2's full mix): as many warehouses as threads, with
+    // ITEM, STOCK and CUSTOMER cut to a fifth per scale unit so loading takes seconds.
+    for mix in [ordo_bench::tpcc::Mix::NoPay, ordo_bench::tpcc::Mix::Full] {
+        let mut cfg = crate::bench_tpcc::config(
+            mix,
+            u32::try_from(threads_max).unwrap_or(u32::MAX),
+            (20_000 * scale).min(u64::from(ordo_bench::tpcc::ITEMS_STANDARD)) as u32,
+            (600 * scale).min(u64::from(ordo_bench::tpcc::CUSTOMERS_STANDARD)) as u32,
+            engine,
+            threads_max,
+        );
+        cfg.duration = duration;
+        let plan = crate::bench_tpcc::plan(&cfg, thread_counts.to_vec(), repetitions)?;
+        out.push(Entry {
+            plan,
+            load: Box::new(move |clock| {
+                Ok(Box::new(ordo_bench::tpcc::load(clock, &cfg, 2)?)
+                    as Box<dyn ordo_bench::harness::Loaded>)
+            }),
+        });
+    }
     Ok(out)
 }
 

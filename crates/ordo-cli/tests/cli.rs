@@ -96,3 +96,42 @@ fn a_small_run_is_summarised_recorded_and_plotted() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn tpcc_refuses_bad_scale_and_reports_new_orders() {
+    refused(&["bench", "tpcc", "--warehouses", "0"], "warehouses = 0 is out of range");
+    refused(&["bench", "tpcc", "--items", "0"], "items = 0 is out of range");
+    refused(&["bench", "tpcc", "--mix", "bogus"], "invalid value 'bogus'");
+    let o = ordo(&[
+        "bench",
+        "tpcc",
+        "--mix",
+        "full",
+        "--warehouses",
+        "2",
+        "--items",
+        "200",
+        "--customers",
+        "30",
+        "--threads",
+        "1,2",
+        "--duration",
+        "50ms",
+        "--repetitions",
+        "1",
+        "--clock",
+        "logical,system",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().count(), 2 * 2, "threads x clocks");
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["workload"], "tpcc");
+        assert_eq!(v["variant"], "full 2w");
+        assert!(v["result"]["committed"].as_u64().unwrap() > 0);
+        let metrics = v["result"]["metrics"].as_array().unwrap();
+        assert!(metrics.iter().any(|m| m[0] == "new_orders_per_s" && m[1].as_f64().unwrap() > 0.0));
+    }
+}
