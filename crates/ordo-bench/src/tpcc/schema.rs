@@ -350,6 +350,7 @@ const _: () = {
     assert!(customer::DATA + customer::DATA_BYTES <= customer::BYTES);
     assert!(customer::ADDRESS + 71 == customer::DATA);
     assert!(item::DATA + item::DATA_BYTES <= item::BYTES);
+    assert!(item::DATA % 8 == 0 && item::DATA_BYTES <= 56);
     assert!(stock::DIST + 10 * stock::DIST_BYTES == stock::DATA);
     assert!(stock::DATA + stock::DATA_BYTES <= stock::BYTES);
     assert!(order_line::DIST_INFO + 24 <= order_line::BYTES);

@@ -181,11 +181,14 @@ impl Terminal {
             let d_tax = get(row, district::TAX);
             set(row, district::NEXT_O_ID, u64::from(o) + 1);
             tx.write_bytes(da, row)?;
+            // Two fields of the 704-byte row, read in place.
             let (discount, _credit_bc) = tx
-                .read_with(ca, |b| {
-                    (b.len() == customer::BYTES).then(|| {
-                        (get(b, customer::DISCOUNT), get_str(b, customer::CREDIT, 2) == b"BC")
-                    })
+                .read_view(ca, |v| {
+                    let credit = v.word(customer::CREDIT / 8)?.to_le_bytes();
+                    let at = customer::CREDIT % 8;
+                    (v.len() == customer::BYTES)
+                        .then(|| (v.word(customer::DISCOUNT), &credit[at..at + 2] == b"BC"))
+                        .and_then(|(d, bc)| Some((d?, bc)))
                 })?
                 .ok_or_else(|| corrupt("customer", ca))?;
 
@@ -213,12 +216,19 @@ impl Terminal {
                 let Some(ia) = tpcc.item_addr(line.item) else {
                     return Err(TxnError::Rollback);
                 };
+                // I_PRICE and I_DATA, read in place.
                 let (price, item_original) = tx
-                    .read_with(ia, |b| {
-                        (b.len() == item::BYTES).then(|| {
-                            let data = &b[item::DATA..item::DATA + item::DATA_BYTES];
-                            (get_i(b, item::PRICE), has_original(data))
-                        })
+                    .read_view(ia, |v| {
+                        if v.len() != item::BYTES {
+                            return None;
+                        }
+                        // I_DATA is word-aligned: copy its 7 words.
+                        let mut data = [0u8; 56];
+                        for (k, chunk) in data.chunks_exact_mut(8).enumerate() {
+                            chunk.copy_from_slice(&v.word(item::DATA / 8 + k)?.to_le_bytes());
+                        }
+                        let data = &data[..item::DATA_BYTES];
+                        Some((v.word(item::PRICE)? as i64, has_original(data)))
                     })?
                     .ok_or_else(|| corrupt("item", ia))?;
                 let sa = tpcc
