@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ordo::{Error, Isolation};
+use ordo::{AbortKind, Error, Isolation};
 use ordo_bench::error::BenchError;
 use ordo_bench::tpcc::{self, Kind, Mix, Tpcc, TpccConfig, schema};
 use ordo_clock::{Clock, LogicalClock, SystemClock};
@@ -41,7 +41,12 @@ fn concurrent_runs_stay_consistent<C: Clock>(clock: C) {
     for mix in [Mix::NoPay, Mix::Full] {
         for threads in [1, 2, 4] {
             let cfg = TpccConfig { mix, threads, seed: threads as u64, ..base.clone() };
+            let requested_before = t.db.stats().aborts_of(AbortKind::Requested);
             let r = tpcc::run_counted(&t, &cfg, 150).unwrap();
+            // The engine counts each rollback as one requested abort, which is what `run`
+            // subtracts from its abort figures.
+            let requested = t.db.stats().aborts_of(AbortKind::Requested) - requested_before;
+            assert_eq!(requested, r.rollbacks);
             let committed: u64 = r.committed_by_kind.iter().sum();
             assert_eq!(committed + r.rollbacks, 150 * threads as u64);
             if mix == Mix::NoPay {
