@@ -35,6 +35,8 @@ pub(crate) enum BenchCommand {
     ScanUpdate(crate::bench_scan::ScanArgs),
     /// SPHT's synthetic read/write mixes over private or shared pools.
     Synthetic(crate::bench_synthetic::SyntheticArgs),
+    /// STAMP kernels: speedup over sequential, logical vs ORDO clock (ORDO Fig. 15).
+    Stamp(crate::bench_stamp::StampArgs),
 }
 
 /// Flags every workload takes.
@@ -110,6 +112,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
+        BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
     }
 }
 
