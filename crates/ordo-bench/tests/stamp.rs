@@ -239,3 +239,44 @@ fn bad_parameters_are_typed_errors() {
     assert!("nope".parse::<App>().is_err());
     assert_eq!("labyrinth".parse::<App>().unwrap(), App::Labyrinth);
 }
+
+/// Claims re-read their cells: under contention some claim finds a cell taken since its copy and
+/// starts over (a `requested` abort). Without the re-check the claim would overwrite the other
+/// path's cell, and the replay in `verify` rejects the output — so this test fails either way
+/// when the re-check is removed.
+#[test]
+fn labyrinth_claims_recheck_cells_under_contention() {
+    let params = LabyrinthParams { width: 16, height: 16, depth: 2, paths: 60 };
+    let mut requested = 0;
+    for seed in 0..50 {
+        let input = Labyrinth::generate(&params, seed).unwrap();
+        let seq = Labyrinth::sequential(&input);
+        let db = db();
+        let par = Labyrinth::parallel(&db, &input, 4).unwrap();
+        Labyrinth::verify(&input, &seq, &par).unwrap();
+        requested += db.stats().aborts_of(ordo::AbortKind::Requested);
+    }
+    eprintln!("requested aborts: {requested}");
+    assert!(requested > 0, "no claim ever found a cell taken since its copy");
+}
+
+/// The accumulators are read-modified-written in one transaction: with two clusters and four
+/// threads, concurrent updates of one accumulator conflict and retry (aborts are counted), and
+/// the sums still equal the sequential ones. Split into a read and a write transaction, the
+/// updates stop conflicting (no aborts) and lose increments (the output differs) — this test
+/// fails either way.
+#[test]
+fn kmeans_accumulators_conflict_and_stay_exact() {
+    let params = KmeansParams { min_clusters: 2, max_clusters: 2, points: 2000, ..tiny_kmeans() };
+    let mut aborts = 0;
+    for seed in 0..16 {
+        let input = Kmeans::generate(&params, seed).unwrap();
+        let seq = Kmeans::sequential(&input);
+        let db = db();
+        let par = Kmeans::parallel(&db, &input, 4).unwrap();
+        Kmeans::verify(&input, &seq, &par).unwrap();
+        aborts += db.stats().aborts_total();
+    }
+    eprintln!("aborts: {aborts}");
+    assert!(aborts > 0, "concurrent accumulator updates never conflicted");
+}
