@@ -24,11 +24,13 @@
 //! 1. every path is either routed or dropped, exactly once;
 //! 2. a routed path starts at its source, ends at its destination, moves between adjacent
 //!    cells, stays in the grid and visits no cell twice;
-//! 3. replaying the routed paths in commit-timestamp order (ties by id) on the grid with only
-//!    the endpoints blocked, each path's intermediate cells are empty when it is replayed (so
-//!    no cell is claimed by two paths) and its length is the breadth-first distance in that
-//!    grid (the expansion on a stale copy finds a path at least as short as the current grid
-//!    allows, and the claim proves it valid there, so it is a shortest one);
+//! 3. replaying the routed paths in commit-timestamp order on the grid with only the endpoints
+//!    blocked, each path's intermediate cells are empty when it is replayed (so no cell is
+//!    claimed by two paths) and its length is the breadth-first distance in that grid (the
+//!    expansion on a stale copy finds a path at least as short as the current grid allows, and
+//!    the claim proves it valid there, so it is a shortest one). Claims with equal timestamps
+//!    (timestamps are not unique) are replayed as a group, each checked against the grid with
+//!    the group's other claims in place;
 //! 4. every dropped path has no route in the final grid (a path is dropped only when no route
 //!    exists in a copy, which is a subset of every later grid);
 //! 5. the final grid holds exactly the endpoints and the routed paths' intermediate cells,
@@ -460,7 +462,11 @@ fn check_routing(input: &LabyrinthInput, out: &LabyrinthOutput) -> Result<(), St
             return Err(format!("path {id} visits a cell twice"));
         }
     }
-    // 3. Replay in commit order.
+    // 3. Replay in commit order. Timestamps are not unique (DESIGN §7): claims with equal
+    // commit timestamps are replayed as one group — each must find its cells empty before the
+    // group, the group's cells must be disjoint, and each path must be a shortest route in the
+    // grid with every *other* claim of the group in place (its copy may have seen any of them,
+    // and it is valid with all of them, so that is the grid it is shortest in).
     let mut order: Vec<(Timestamp, usize)> = out
         .routes
         .iter()
@@ -470,24 +476,35 @@ fn check_routing(input: &LabyrinthInput, out: &LabyrinthOutput) -> Result<(), St
     order.sort_unstable();
     let mut grid = initial_grid(input);
     let mut scratch = Scratch::new(grid.len());
-    for &(_, id) in &order {
-        let Some(r) = &out.routes[id] else { continue };
-        let (src, dst) = input.pairs[id];
-        if let Some(c) = inner(&r.cells).iter().find(|c| grid[**c as usize] != EMPTY) {
-            return Err(format!(
-                "path {id} claims cell {c}, which holds {:#x} when it commits",
-                grid[*c as usize]
-            ));
+    for group in order.chunk_by(|a, b| a.0 == b.0) {
+        let routes: Vec<(usize, &Route)> =
+            group.iter().filter_map(|&(_, id)| out.routes[id].as_ref().map(|r| (id, r))).collect();
+        for &(id, r) in &routes {
+            if let Some(c) = inner(&r.cells).iter().find(|c| grid[**c as usize] != EMPTY) {
+                return Err(format!(
+                    "path {id} claims cell {c}, which holds {:#x} when it commits",
+                    grid[*c as usize]
+                ));
+            }
+            for &c in inner(&r.cells) {
+                grid[c as usize] = id as u64 + 1;
+            }
         }
-        let shortest = expand(&shape, &grid, src, dst, &mut scratch);
-        if shortest != Some(r.cells.len() as u32 - 1) {
-            return Err(format!(
-                "path {id} has {} steps; the shortest route when it commits has {shortest:?}",
-                r.cells.len() - 1
-            ));
-        }
-        for &c in inner(&r.cells) {
-            grid[c as usize] = id as u64 + 1;
+        for &(id, r) in &routes {
+            let (src, dst) = input.pairs[id];
+            for &c in inner(&r.cells) {
+                grid[c as usize] = EMPTY;
+            }
+            let shortest = expand(&shape, &grid, src, dst, &mut scratch);
+            for &c in inner(&r.cells) {
+                grid[c as usize] = id as u64 + 1;
+            }
+            if shortest != Some(r.cells.len() as u32 - 1) {
+                return Err(format!(
+                    "path {id} has {} steps; the shortest route when it commits has {shortest:?}",
+                    r.cells.len() - 1
+                ));
+            }
         }
     }
     // 4. Dropped paths have no route in the final grid.
