@@ -154,8 +154,11 @@ impl Kernel for Labyrinth {
         let mut grid = initial_grid(input);
         let mut routes = Vec::with_capacity(input.pairs.len());
         let mut scratch = Scratch::new(grid.len());
+        // STAMP's sequential build copies the grid per path too (the router's private copy).
+        let mut copy = grid.clone();
         for (id, &(src, dst)) in input.pairs.iter().enumerate() {
-            match route(&grid_shape, &grid, src, dst, &mut scratch) {
+            copy.copy_from_slice(&grid);
+            match route(&grid_shape, &copy, src, dst, &mut scratch) {
                 Some(cells) => {
                     for &c in inner(&cells) {
                         grid[c as usize] = id as u64 + 1;
