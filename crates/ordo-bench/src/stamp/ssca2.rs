@@ -256,10 +256,19 @@ impl Kernel for Ssca2 {
                 ));
             }
             if let Some(v) = (0..n).find(|v| s.of(*v) != p.of(*v)) {
+                let (got, want) = (p.of(v), s.of(v));
+                let at = got
+                    .iter()
+                    .zip(want)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(got.len().min(want.len()));
                 return bad(format!(
-                    "vertex {v}'s {name} is {:?}, the sequential version's {:?}",
-                    p.of(v),
-                    s.of(v)
+                    "vertex {v}'s {name} has {} entries, the sequential version's {}; they \
+                     first differ at position {at}: {:?} vs {:?}",
+                    got.len(),
+                    want.len(),
+                    got.get(at),
+                    want.get(at)
                 ));
             }
         }
