@@ -42,6 +42,8 @@ pub(crate) enum BenchCommand {
     Synthetic(crate::bench_synthetic::SyntheticArgs),
     /// The papers' figures at a small scale in a few minutes, one summary, results for `ordo plot`.
     Suite(crate::bench_suite::SuiteArgs),
+    /// STAMP kernels: speedup over sequential, logical vs ORDO clock (ORDO Fig. 15).
+    Stamp(crate::bench_stamp::StampArgs),
 }
 
 /// Flags every workload takes.
@@ -270,6 +272,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
         BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
+        BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
     }
 }
 
