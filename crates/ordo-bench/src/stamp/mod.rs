@@ -64,3 +64,7 @@ pub trait Kernel {
         parallel: &Self::Output,
     ) -> Result<(), BenchError>;
 }
+
+pub mod genome;
+pub mod intruder;
+pub mod vacation;
