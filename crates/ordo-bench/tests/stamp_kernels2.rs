@@ -361,3 +361,65 @@ fn genome_generation_is_deterministic() {
     assert_eq!((&a.gene, &a.segments), (&b.gene, &b.segments));
     assert_ne!(a.gene, c.gene);
 }
+
+// ---- timing (not a test of correctness: run by hand in release) ----
+
+/// Median (min–max) milliseconds of the sequential version and of the parallel version on 1
+/// and 2 threads with the logical and the ORDO clock, small presets, runs interleaved.
+/// `cargo test --release -p ordo-bench --test stamp_kernels2 -- --ignored --nocapture`
+/// (`STAMP_REPS=n` repetitions, default 5; `STAMP_ONLY=vacation|intruder|genome`).
+#[test]
+#[ignore = "timing harness, run by hand in release"]
+fn time_small_presets() {
+    let reps: usize = std::env::var("STAMP_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let ordo = ordo_clock();
+    if std::env::var("ONLYV").is_err() {
+        time_kernel::<Intruder>(reps, ordo);
+        time_kernel::<Genome>(reps, ordo);
+    }
+}
+
+fn time_kernel<K: Kernel>(reps: usize, ordo: Option<OrdoClock>) {
+    use ordo_bench::driver::Spread;
+    use std::time::Instant;
+    let input = K::generate(&K::params(Size::Small), 1).unwrap();
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let mut seq_ms = Vec::new();
+    // (threads, clock) -> times
+    let mut par_ms: Vec<((usize, &str), Vec<f64>)> = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        let seq = K::sequential(&input);
+        seq_ms.push(ms(t));
+        for threads in [1, 2] {
+            let mut one = |name: &'static str, ms_taken: f64| match par_ms
+                .iter_mut()
+                .find(|(k, _)| *k == (threads, name))
+            {
+                Some((_, v)) => v.push(ms_taken),
+                None => par_ms.push(((threads, name), vec![ms_taken])),
+            };
+            let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
+            let t = Instant::now();
+            let par = K::parallel(&db, &input, threads).unwrap();
+            one("logical", ms(t));
+            K::verify(&input, &seq, &par).unwrap();
+            if let Some(clock) = ordo {
+                let db = Ordo::with_clock(Config::default(), clock).unwrap();
+                let t = Instant::now();
+                let par = K::parallel(&db, &input, threads).unwrap();
+                one("ordo", ms(t));
+                K::verify(&input, &seq, &par).unwrap();
+            }
+        }
+    }
+    let show = |v: &[f64]| {
+        let s = Spread::of(v);
+        format!("{:8.1} ms ({:.1}–{:.1})", s.median, s.min, s.max)
+    };
+    println!("{} small {:?}, {reps} reps", K::NAME, K::params(Size::Small));
+    println!("  sequential          {}", show(&seq_ms));
+    for ((threads, clock), v) in &par_ms {
+        println!("  parallel {threads}t {clock:<8} {}", show(v));
+    }
+}
