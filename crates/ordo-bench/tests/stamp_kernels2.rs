@@ -278,8 +278,15 @@ fn genome_rebuilds_the_gene_when_every_position_is_sampled() {
 
 #[test]
 fn genome_fillers_bound_the_gaps() {
+    // With STAMP's own filler bound (gaps up to s - 1) seed 5 rebuilds a wrong gene: a short
+    // overlap is ambiguous and greedy matching takes the wrong partner.
     for seed in 0..20 {
         let input = Genome::generate(&tiny_genome(), seed).unwrap();
+        assert_eq!(
+            Genome::sequential(&input).sequence(),
+            Some(input.gene.as_slice()),
+            "seed {seed}"
+        );
         let s = input.params.segment_length as usize;
         let mut starts: Vec<usize> = input
             .segments
@@ -292,11 +299,6 @@ fn genome_fillers_bound_the_gaps() {
         assert_eq!(*starts.last().unwrap(), input.gene.len() - s);
         let k0 = input.unique_kmer_length;
         assert!(starts.windows(2).all(|w| w[1] - w[0] <= s - k0), "seed {seed}");
-        assert_eq!(
-            Genome::sequential(&input).sequence(),
-            Some(input.gene.as_slice()),
-            "seed {seed}"
-        );
     }
 }
 
