@@ -20,7 +20,7 @@
 //!
 //! The parallel version runs each task as one transaction (as STAMP does with `TM_BEGIN` /
 //! `TM_END` around a client action), with the tasks split into contiguous chunks, one per
-//! thread. The same task code ([`perform`]) runs on plain `BTreeMap`s for the sequential
+//! thread. The same task code (`perform`) runs on plain `BTreeMap`s for the sequential
 //! version and on the engine's trees for the parallel one, through the `Store` trait.
 //!
 //! ## Timing scope
