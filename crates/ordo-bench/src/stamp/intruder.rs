@@ -176,14 +176,19 @@ fn encode_indices(indices: &[u32]) -> Vec<u8> {
     indices.iter().flat_map(|i| i.to_le_bytes()).collect()
 }
 
-fn decode_indices(flow: u64, bytes: &[u8]) -> Result<Vec<u32>, BenchError> {
+/// Decodes a fragment list, checking that every index names a packet of the stream.
+fn decode_indices(flow: u64, bytes: &[u8], packets: usize) -> Result<Vec<u32>, BenchError> {
+    let bad = || BenchError::Inconsistent(format!("flow {flow}: a corrupt fragment list"));
     if bytes.len() % 4 != 0 {
-        return Err(BenchError::Inconsistent(format!(
-            "flow {flow}: a fragment list of {} bytes",
-            bytes.len()
-        )));
+        return Err(bad());
     }
-    Ok(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    bytes
+        .chunks_exact(4)
+        .map(|c| {
+            let i = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            if (i as usize) < packets { Ok(i) } else { Err(bad()) }
+        })
+        .collect()
 }
 
 /// Inserts packet `index` into a fragment list kept sorted by fragment id.
@@ -243,7 +248,7 @@ impl Shared {
         }
         let key = p.flow.to_le_bytes();
         let mut list = match self.fragments.get(tx, &key)? {
-            Some(v) => decode_indices(p.flow, &v)?,
+            Some(v) => decode_indices(p.flow, &v, packets.len())?,
             None => Vec::new(),
         };
         insert_sorted(packets, &mut list, index);
