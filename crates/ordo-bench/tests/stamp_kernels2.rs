@@ -367,16 +367,24 @@ fn genome_generation_is_deterministic() {
 // ---- timing (not a test of correctness: run by hand in release) ----
 
 /// Median (min–max) milliseconds of the sequential version and of the parallel version on 1
-/// and 2 threads with the logical and the ORDO clock, small presets, runs interleaved.
+/// and 2 threads with the logical and the ORDO clock, small presets (or `STAMP_SIZE=medium`),
+/// runs interleaved.
 /// `cargo test --release -p ordo-bench --test stamp_kernels2 -- --ignored --nocapture`
 /// (`STAMP_REPS=n` repetitions, default 5; `STAMP_ONLY=vacation|intruder|genome`).
 #[test]
 #[ignore = "timing harness, run by hand in release"]
-fn time_small_presets() {
+fn time_presets() {
     let reps: usize = std::env::var("STAMP_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let ordo = ordo_clock();
-    if std::env::var("ONLYV").is_err() {
+    let only = std::env::var("STAMP_ONLY").ok();
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    if wanted(Vacation::NAME) {
+        time_kernel::<Vacation>(reps, ordo);
+    }
+    if wanted(Intruder::NAME) {
         time_kernel::<Intruder>(reps, ordo);
+    }
+    if wanted(Genome::NAME) {
         time_kernel::<Genome>(reps, ordo);
     }
 }
@@ -384,7 +392,11 @@ fn time_small_presets() {
 fn time_kernel<K: Kernel>(reps: usize, ordo: Option<OrdoClock>) {
     use ordo_bench::driver::Spread;
     use std::time::Instant;
-    let input = K::generate(&K::params(Size::Small), 1).unwrap();
+    let size = match std::env::var("STAMP_SIZE").as_deref() {
+        Ok("medium") => Size::Medium,
+        _ => Size::Small,
+    };
+    let input = K::generate(&K::params(size), 1).unwrap();
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let mut seq_ms = Vec::new();
     // (threads, clock) -> times
@@ -419,7 +431,7 @@ fn time_kernel<K: Kernel>(reps: usize, ordo: Option<OrdoClock>) {
         let s = Spread::of(v);
         format!("{:8.1} ms ({:.1}–{:.1})", s.median, s.min, s.max)
     };
-    println!("{} small {:?}, {reps} reps", K::NAME, K::params(Size::Small));
+    println!("{} {size:?} {:?}, {reps} reps", K::NAME, K::params(size));
     println!("  sequential          {}", show(&seq_ms));
     for ((threads, clock), v) in &par_ms {
         println!("  parallel {threads}t {clock:<8} {}", show(v));
