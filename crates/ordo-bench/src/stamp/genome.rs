@@ -44,7 +44,7 @@ use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ordo::map::HashMap;
-use ordo::tree::{BTree, Direction};
+use ordo::tree::{BTree, Direction, TreeOptions};
 use ordo::{Addr, Ordo, Tx};
 use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
@@ -297,6 +297,21 @@ fn table_key(len: usize, prefix: &[u8], entry: Option<u64>) -> Vec<u8> {
     k
 }
 
+/// Node sizes tried for the start table, smallest first; the default size takes every key
+/// [`SEGMENT_LENGTH_MAX`] allows.
+const START_TABLE_NODE_BYTES: [usize; 3] = [512, 1024, ordo::tree::NODE_BYTES_DEFAULT];
+
+/// The start table's nodes: the smallest size whose key limit takes `[L] ++ prefix ++ entry`
+/// for segments of `segment_length` (small nodes: a lookup or insert copies less).
+fn start_table_nodes(segment_length: usize) -> TreeOptions {
+    let fits = |o: &TreeOptions| o.key_bytes_max() >= segment_length + 8;
+    START_TABLE_NODE_BYTES
+        .into_iter()
+        .map(TreeOptions::with_node_bytes)
+        .find(fits)
+        .unwrap_or_default()
+}
+
 /// The entries indexed under `[L] ++ suffix`, in key order.
 fn candidates<C: Clock>(
     tx: &mut Tx<'_, C>,
@@ -516,7 +531,8 @@ impl Kernel for Genome {
         let s = input.params.segment_length as usize;
         let segments = &input.segments;
         let (set, table) = db.run(|tx| {
-            Ok::<_, ordo::Error>((HashMap::create(tx, segments.len())?, BTree::create(tx)?))
+            let table = BTree::create_with(tx, start_table_nodes(s))?;
+            Ok::<_, ordo::Error>((HashMap::create(tx, segments.len())?, table))
         })?;
         let phases = Phases { barrier: Barrier::new(threads), failed: AtomicBool::new(false) };
         let owned = on_threads(threads, |t| {
