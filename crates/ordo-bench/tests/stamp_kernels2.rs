@@ -277,6 +277,14 @@ fn genome_rebuilds_the_gene_when_every_position_is_sampled() {
 }
 
 #[test]
+fn genome_long_segments_fit_the_start_table() {
+    // Start-table keys of 1 + 149 + 8 bytes exceed small nodes' key limit.
+    let p = GenomeParams { gene_length: 300, segment_length: 150, segments: 20 };
+    let (input, _, par) = run_all::<Genome, _>(&p, LogicalClock::new);
+    assert_eq!(par.sequence(), Some(input.gene.as_slice()));
+}
+
+#[test]
 fn genome_fillers_bound_the_gaps() {
     // With STAMP's own filler bound (gaps up to s - 1) seed 5 rebuilds a wrong gene: a short
     // overlap is ambiguous and greedy matching takes the wrong partner.
