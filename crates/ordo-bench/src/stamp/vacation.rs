@@ -525,7 +525,7 @@ impl Kernel for Vacation {
     type Output = VacationState;
 
     /// "vacation-low"-like small (`-n2 -q90 -u98 -r16384`) and "vacation-high"-like medium
-    /// (`-n4 -q60 -u90 -r65536`), each with `-t = 4 × r` as STAMP's non-simulator inputs have.
+    /// (`-n4 -q60 -u90 -r32768`), each with `-t = 4 × r` as STAMP's non-simulator inputs have.
     fn params(size: Size) -> VacationParams {
         match size {
             Size::Small => VacationParams {
@@ -539,8 +539,8 @@ impl Kernel for Vacation {
                 queries_per_task: 4,
                 query_percent: 60,
                 user_percent: 90,
-                relations: 65_536,
-                tasks: 262_144,
+                relations: 32_768,
+                tasks: 131_072,
             },
         }
     }
