@@ -588,3 +588,7 @@ pub(crate) fn alloc_objects<C: Clock>(
     }
     Ok(addrs)
 }
+
+pub mod genome;
+pub mod intruder;
+pub mod vacation;
