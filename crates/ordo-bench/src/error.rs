@@ -25,9 +25,6 @@ pub enum BenchError {
     /// A result check after the run failed: the workload's model and the database disagree.
     #[error("consistency check failed: {0}")]
     Inconsistent(String),
-    /// A STAMP kernel that exists in the suite but is not built in this branch.
-    #[error("STAMP kernel {0} is not built in this branch")]
-    NotBuilt(&'static str),
     /// A `--param NAME=VALUE` override the kernel does not know or cannot parse.
     #[error("{app}: bad parameter {name:?}: {detail}")]
     BadParameter {

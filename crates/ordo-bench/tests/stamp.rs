@@ -231,10 +231,17 @@ fn bad_parameters_are_typed_errors() {
     ));
     let bad = RunConfig { repetitions: 0, ..config() };
     assert!(run_kernel::<Kmeans, _>(&tiny_kmeans(), &bad, &clocks(), &mut |_| {}).is_err());
-    // The kernels another branch builds.
+    // Kernels without `--param` overrides refuse them by name.
     for app in [App::Vacation, App::Intruder, App::Genome] {
-        let r = run_app(app, Size::Small, &[], &config(), &clocks(), &mut |_| {});
-        assert!(matches!(r, Err(BenchError::NotBuilt(_))));
+        let r = run_app(
+            app,
+            Size::Small,
+            &[("x".into(), "1".into())],
+            &config(),
+            &clocks(),
+            &mut |_| {},
+        );
+        assert!(matches!(r, Err(BenchError::BadParameter { .. })), "{app:?}: {r:?}");
     }
     assert!("nope".parse::<App>().is_err());
     assert_eq!("labyrinth".parse::<App>().unwrap(), App::Labyrinth);

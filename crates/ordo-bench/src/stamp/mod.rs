@@ -36,9 +36,12 @@ use ordo_clock::Clock;
 use crate::driver::Spread;
 use crate::error::BenchError;
 
+pub mod genome;
+pub mod intruder;
 pub mod kmeans;
 pub mod labyrinth;
 pub mod ssca2;
+pub mod vacation;
 
 /// Input size preset, after the STAMP README's recommended "small" and "medium" inputs
 /// (scaled where a kernel notes it, so that the medium input runs in seconds here).
@@ -433,7 +436,9 @@ pub fn app_params(
         App::Kmeans => with::<kmeans::Kmeans>(size, overrides),
         App::Ssca2 => with::<ssca2::Ssca2>(size, overrides),
         App::Labyrinth => with::<labyrinth::Labyrinth>(size, overrides),
-        App::Vacation | App::Intruder | App::Genome => Err(BenchError::NotBuilt(app.name())),
+        App::Vacation => with::<vacation::Vacation>(size, overrides),
+        App::Intruder => with::<intruder::Intruder>(size, overrides),
+        App::Genome => with::<genome::Genome>(size, overrides),
     }
 }
 
@@ -473,7 +478,9 @@ pub fn run_app<C: Clock + Clone + Send + Sync + 'static>(
         App::Kmeans => go::<kmeans::Kmeans, C>(size, overrides, config, clocks, progress),
         App::Ssca2 => go::<ssca2::Ssca2, C>(size, overrides, config, clocks, progress),
         App::Labyrinth => go::<labyrinth::Labyrinth, C>(size, overrides, config, clocks, progress),
-        App::Vacation | App::Intruder | App::Genome => Err(BenchError::NotBuilt(app.name())),
+        App::Vacation => go::<vacation::Vacation, C>(size, overrides, config, clocks, progress),
+        App::Intruder => go::<intruder::Intruder, C>(size, overrides, config, clocks, progress),
+        App::Genome => go::<genome::Genome, C>(size, overrides, config, clocks, progress),
     }
 }
 
@@ -588,7 +595,3 @@ pub(crate) fn alloc_objects<C: Clock>(
     }
     Ok(addrs)
 }
-
-pub mod genome;
-pub mod intruder;
-pub mod vacation;
