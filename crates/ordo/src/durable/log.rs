@@ -434,6 +434,13 @@ impl Log {
         Ok(true)
     }
 
+    /// Makes every appended record durable (sync mode), as worker slot 0: no transaction may
+    /// be running.
+    pub(crate) fn close(&self) -> Result<(), DurableError> {
+        let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
+        self.wait_durable(0, m)
+    }
+
     /// Segments written by this run (for inspection and checkpointing).
     pub(crate) fn segment_count(&self) -> usize {
         lock(&self.segments).len()

@@ -263,6 +263,15 @@ pub(crate) struct Durable {
     pub(crate) report: RecoveryReport,
 }
 
+impl Drop for Durable {
+    /// A clean close: in sync mode, one last round makes every logged commit durable (those
+    /// that did not wait for the marker included). Errors are ignored: nothing acknowledged
+    /// depends on this round.
+    fn drop(&mut self) {
+        let _ = self.log.close();
+    }
+}
+
 /// Opens (creating if needed) the directory of `config`: recovers, then returns the runtime
 /// state, the heap-file backing and the mapped regions.
 pub(crate) fn open(
