@@ -237,11 +237,16 @@ impl Log {
             marked: self.mode == Mode::Sync,
         };
         let path = segment_file(&self.dir, seq);
+        // Built under a temporary name and renamed when complete: a crash in between leaves
+        // a `.tmp` file recovery ignores, never a half-written segment.
+        let mut tmp_name = path.clone().into_os_string();
+        tmp_name.push(".tmp");
+        let tmp = PathBuf::from(tmp_name);
         let err = |op| {
             let path = path.clone();
             move |source| DurableError::Io { op, path, source }
         };
-        let file = self.storage.create(&path).map_err(err("create"))?;
+        let file = self.storage.create(&tmp).map_err(err("create"))?;
         file.write_at(&header.encode(), 0).map_err(err("write"))?;
         // Zero-fill rather than fallocate: overwriting written blocks lets fdatasync skip the
         // extent-conversion metadata that unwritten extents would need.
@@ -253,6 +258,7 @@ impl Log {
             at += n as u64;
         }
         file.sync_data().map_err(err("fdatasync"))?;
+        self.storage.rename(&tmp, &path).map_err(err("rename"))?;
         self.storage.sync_dir(&self.dir).map_err(err("fsync directory"))?;
         let seg = Arc::new(Segment {
             path,

@@ -311,7 +311,16 @@ pub(crate) fn apply(
     for s in &segs {
         storage.remove(&s.path).map_err(io("remove", &s.path))?;
     }
-    if !segs.is_empty() {
+    // Leftovers of segment or metadata files a crash interrupted before their rename.
+    let mut leftovers = 0;
+    for name in storage.list(dir).map_err(io("list", dir))? {
+        if name.ends_with(".tmp") {
+            let path = dir.join(&name);
+            storage.remove(&path).map_err(io("remove", &path))?;
+            leftovers += 1;
+        }
+    }
+    if !segs.is_empty() || leftovers > 0 {
         storage.sync_dir(dir).map_err(io("fsync directory", dir))?;
     }
     let _ = manifest;
