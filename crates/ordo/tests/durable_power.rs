@@ -197,8 +197,10 @@ mod negative {
         let db = open(make(Some(Arc::new(fs.clone())))).unwrap();
         let (t1_acked, t2_acked) = std::thread::scope(|s| {
             let t1 = s.spawn(|| {
-                let mut o = Options::default();
-                o.shortcuts = Shortcuts { hook: Some(pause_after_wts), ..Shortcuts::default() };
+                let o = Options {
+                    shortcuts: Shortcuts { hook: Some(pause_after_wts), ..Shortcuts::default() },
+                    ..Options::default()
+                };
                 db.run_with(o, |tx| {
                     let v: u64 = tx.read(x)?;
                     tx.write(x, &(v + 1))
