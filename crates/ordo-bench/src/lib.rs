@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod driver;
+pub mod durable;
 pub mod error;
 pub mod report;
 pub mod scan_update;

@@ -35,6 +35,8 @@ pub(crate) enum BenchCommand {
     ScanUpdate(crate::bench_scan::ScanArgs),
     /// SPHT's synthetic read/write mixes over private or shared pools.
     Synthetic(crate::bench_synthetic::SyntheticArgs),
+    /// Durable commit rate, latency and group commit per durability mode; recovery speed.
+    Durable(crate::bench_durable::DurableArgs),
 }
 
 /// Flags every workload takes.
@@ -110,6 +112,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
+        BenchCommand::Durable(d) => crate::bench_durable::run_durable(d),
     }
 }
 

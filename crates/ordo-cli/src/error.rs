@@ -42,6 +42,9 @@ pub(crate) enum CliError {
     /// A workload could not run (bad parameters, engine failure, failed result check).
     #[error(transparent)]
     Bench(#[from] ordo_bench::error::BenchError),
+    /// A durable database directory is bad or unreadable.
+    #[error(transparent)]
+    Durable(#[from] ordo::durable::DurableError),
     /// A flag combination that cannot work.
     #[error("{0}")]
     Usage(String),

@@ -7,11 +7,13 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_durable;
 mod bench_scan;
 mod bench_synthetic;
 mod bench_ycsb;
 mod calibrate;
 mod clock_setup;
+mod durable_cmd;
 mod error;
 mod plot;
 
@@ -33,6 +35,10 @@ enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Run a benchmark workload.
     Bench(bench::BenchArgs),
+    /// Check what recovery of a durable database directory would do (read-only).
+    Recover(durable_cmd::DirArgs),
+    /// Print a durable database directory: regions, timestamps, segments, records (read-only).
+    Inspect(durable_cmd::DirArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +46,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Recover(args) => durable_cmd::recover(&args),
+        Command::Inspect(args) => durable_cmd::inspect(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use log::MarkerShortcuts;
-pub use recovery::{RecoveryReport, TornTail};
+pub use recovery::{RecoveryReport, SegmentInfo, TornTail};
 
 use crate::error::Error;
 use crate::heap::memory::RegionMemory;

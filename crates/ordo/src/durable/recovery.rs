@@ -38,6 +38,25 @@ pub struct TornTail {
     pub reason: String,
 }
 
+/// One segment file as found by a scan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// The file.
+    pub path: PathBuf,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Written in sync mode (records count up to the marker).
+    pub marked: bool,
+    /// Chunks holding at least one record.
+    pub chunks_used: u32,
+    /// Chunks in the file.
+    pub chunks: u32,
+    /// Valid transaction records.
+    pub records: u64,
+    /// Valid marker records.
+    pub markers: u64,
+}
+
 /// What recovery found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
@@ -63,6 +82,8 @@ pub struct RecoveryReport {
     pub log_bytes: u64,
     /// Torn records dropped.
     pub torn: Vec<TornTail>,
+    /// The segment files, in sequence order.
+    pub segment_files: Vec<SegmentInfo>,
     /// The newest timestamp in the recovered heap: the clock must be past it.
     pub recovered_ts: u64,
     /// Nanoseconds spent scanning and replaying.
@@ -164,20 +185,34 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
     };
     for (si, seg) in segs.iter().enumerate() {
         let cb = seg.header.chunk_bytes as usize;
+        let mut info = SegmentInfo {
+            path: seg.path.clone(),
+            seq: seg.header.seq,
+            marked: seg.header.marked,
+            chunks_used: 0,
+            chunks: seg.header.chunks,
+            records: 0,
+            markers: 0,
+        };
         for c in 0..seg.header.chunks as usize {
             let start = SEGMENT_HEADER_BYTES as usize + c * cb;
             let chunk = &seg.bytes[start..start + cb];
+            if chunk[..8] != [0u8; 8] {
+                info.chunks_used += 1;
+            }
             let mut pos = 0;
             while pos < cb {
                 match format::decode_record(&chunk[pos..]) {
                     Ok(r) => {
                         if r.kind == KIND_MARKER {
+                            info.markers += 1;
                             if seg.header.marked {
                                 marker = marker.max(r.ts);
                             }
                         } else {
                             debug_assert_eq!(r.kind, KIND_TX);
                             check_entries(&manifest, &seg.path, (start + pos) as u64, &r)?;
+                            info.records += 1;
                             records.push(Found {
                                 ts: r.ts,
                                 seg: si,
@@ -197,6 +232,7 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
                 }
             }
         }
+        report.segment_files.push(info);
     }
     let process_max = records.iter().filter(|r| !r.marked).map(|r| r.ts).max().unwrap_or(0);
     let d = marker.max(process_max).max(checkpoint);
