@@ -339,10 +339,12 @@ pub(crate) fn open(
 /// Reads what recovery of `dir` would do, without changing anything (for `ordo recover` and
 /// `ordo inspect`).
 pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
-    let names = storage.list(dir).map_err(|source| DurableError::Io {
-        op: "list",
-        path: dir.to_path_buf(),
-        source,
+    let names = storage.list(dir).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            DurableError::NoDatabase { dir: dir.to_path_buf() }
+        } else {
+            DurableError::Io { op: "list", path: dir.to_path_buf(), source }
+        }
     })?;
     if !names.iter().any(|n| n == format::MANIFEST) {
         return Err(DurableError::NoDatabase { dir: dir.to_path_buf() });
