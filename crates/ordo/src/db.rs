@@ -253,6 +253,11 @@ impl<C: Clock> Ordo<C> {
         if shared.config.gc_interval_us > 0 {
             spawn_gc(Arc::downgrade(&shared))?;
         }
+        if let Some(d) = &shared.config.durability {
+            if d.checkpoint_interval_ms > 0 {
+                spawn_checkpointer(Arc::downgrade(&shared), d.checkpoint_interval_ms)?;
+            }
+        }
         Ok(Ordo { shared })
     }
 
@@ -282,7 +287,17 @@ impl<C: Clock> Ordo<C> {
 
     /// Durable-log counters (`None` in memory).
     pub fn durable_stats(&self) -> Option<crate::durable::DurableStats> {
-        self.shared.durable.as_ref().map(|d| d.log.stats())
+        self.shared.durable.as_ref().map(|d| d.stats())
+    }
+
+    /// Runs one checkpoint now: replays the durable log into the heap files, persists the
+    /// checkpoint timestamp and deletes segments wholly below it (see
+    /// [`crate::durable::checkpoint`]). `Ok(None)` for an in-memory database.
+    pub fn checkpoint(&self) -> Result<Option<crate::durable::CheckpointReport>, Error> {
+        match &self.shared.durable {
+            Some(d) => Ok(Some(d.checkpoint()?)),
+            None => Ok(None),
+        }
     }
 
     /// The clock ordering this database's transactions.
@@ -500,4 +515,27 @@ fn spawn_gc<C: Clock>(shared: Weak<Shared<C>>) -> Result<(), Error> {
         })
         .map(|_| ())
         .map_err(|e| Error::Config(format!("cannot start the GC thread: {e}")))
+}
+
+/// Starts the background checkpointer; it stops when the database is dropped. Failures are
+/// counted in [`crate::durable::DurableStats::checkpoint_errors`] and retried next interval.
+fn spawn_checkpointer<C: Clock>(shared: Weak<Shared<C>>, interval_ms: u64) -> Result<(), Error> {
+    let interval = std::time::Duration::from_millis(interval_ms);
+    std::thread::Builder::new()
+        .name("ordo-checkpoint".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(interval);
+                match shared.upgrade() {
+                    Some(s) => {
+                        if let Some(d) = &s.durable {
+                            let _ = d.checkpoint();
+                        }
+                    }
+                    None => return,
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| Error::Config(format!("cannot start the checkpoint thread: {e}")))
 }

@@ -39,7 +39,13 @@ fn crash_child() {
     let addrs: Vec<Addr> =
         parts[2].split(',').map(|a| Addr::from_raw(a.parse().unwrap())).collect();
     let (accounts, seqs) = addrs.split_at(ACCOUNTS);
-    let db = open(config(&dir, mode, None)).unwrap();
+    // The background checkpointer runs often and the log is bounded, so kills also land
+    // inside checkpoints and segment deletions.
+    let mut cfg = config(&dir, mode, None);
+    let d = cfg.durability.as_mut().unwrap();
+    d.checkpoint_interval_ms = 20;
+    d.log_segments_max = 3;
+    let db = open(cfg).unwrap();
     let acks = std::sync::Mutex::new(
         std::fs::OpenOptions::new().append(true).create(true).open(dir.join("acks")).unwrap(),
     );

@@ -93,6 +93,14 @@ fn recovered(cfg: Config, bank: &Bank) -> (u64, Vec<u64>) {
 
 /// One power-loss run: returns (acknowledged, recovered) sequence numbers; asserts the total.
 fn power_loss_run(mode: Mode, run_ms: u64, tweak: impl Fn(&mut Config)) -> (Vec<u64>, Vec<u64>) {
+    let tweak = |c: &mut Config| {
+        // The checkpointer runs during the measured part: its heap-file writes and segment
+        // deletions are subject to the power loss too.
+        let d = c.durability.as_mut().unwrap();
+        d.checkpoint_interval_ms = 10;
+        d.log_segments_max = 3;
+        tweak(c);
+    };
     let dir = temp_dir("power");
     let fs = FaultStorage::new();
     let db = open(config(&dir, mode, Some(Arc::new(fs.clone())))).unwrap();
@@ -141,12 +149,15 @@ fn sync_mode_loses_nothing_acknowledged() {
 
 #[test]
 fn process_mode_documents_power_loss() {
-    // Process mode never flushes the log: a power loss drops everything since the last open,
-    // but recovery still yields a consistent state (the total is checked in the run).
+    // Process mode never flushes the log: a power loss drops every commit after the last
+    // checkpoint (the checkpointer syncs the heap files), yet recovery yields a consistent
+    // prefix (the total is checked in the run; each counter is at most one past its ack).
     let (acked, seqs) = power_loss_run(Mode::Process, 80, |_| {});
+    for (a, s) in acked.iter().zip(&seqs) {
+        assert!(s <= &(a + 1), "recovered {s} beyond acknowledged {a} + 1");
+    }
     let lost = lost(&acked, &seqs);
     eprintln!("process: acknowledged {acked:?}, recovered {seqs:?}, lost {lost}");
-    assert_eq!(seqs, vec![0; THREADS], "process mode flushed something it should not have");
 }
 
 #[cfg(feature = "shortcuts")]

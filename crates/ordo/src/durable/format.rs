@@ -3,7 +3,8 @@
 //! ```text
 //! DIR/MANIFEST           64 B   magic "ORDOMANI" | version u32 | 0 u32 | region_bytes u64
 //!                               | regions u64 | crc32c u32 of bytes 0..32
-//! DIR/CHECKPOINT         64 B   magic "ORDOCKPT" | version u32 | 0 u32 | C u64 | crc32c of 0..24
+//! DIR/CHECKPOINT         64 B   magic "ORDOCKPT" | version u32 | 0 u32 | C u64 | H u64
+//!                               | crc32c u32 of bytes 0..32 (H: no heap image is newer)
 //! DIR/region-NNNNN.heap         the persistent image of region NNNNN (region_bytes, sparse)
 //! DIR/log-SSSSSSSS.seg          a log segment: a 4 KiB header, then `chunks` chunks
 //! ```
@@ -244,26 +245,41 @@ impl Manifest {
     }
 }
 
-/// Reads the checkpoint timestamp C of `dir` (0 when no checkpoint was written yet).
-pub fn read_checkpoint(storage: &dyn Storage, dir: &Path) -> Result<u64, DurableError> {
+/// The checkpoint file's two timestamps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// C: every record at or below it is in the heap files.
+    pub ts: u64,
+    /// H: no heap image is newer (set before a checkpoint writes images, so an interrupted
+    /// checkpoint cannot leave versions the recovered clock does not know about).
+    pub heap_max_ts: u64,
+}
+
+/// Reads the checkpoint file of `dir` (zeros when no checkpoint was written yet).
+pub fn read_checkpoint(storage: &dyn Storage, dir: &Path) -> Result<Checkpoint, DurableError> {
     let path = dir.join(CHECKPOINT);
     let names = storage.list(dir).map_err(io_err(dir, "list"))?;
     if !names.iter().any(|n| n == CHECKPOINT) {
-        return Ok(0);
+        return Ok(Checkpoint::default());
     }
     let b = read_small(storage, &path)?;
-    check_small(&path, &b, CHECKPOINT_MAGIC, 24)?;
-    Ok(get_u64(&b, 16))
+    check_small(&path, &b, CHECKPOINT_MAGIC, 32)?;
+    Ok(Checkpoint { ts: get_u64(&b, 16), heap_max_ts: get_u64(&b, 24) })
 }
 
-/// Replaces the checkpoint timestamp atomically.
-pub fn write_checkpoint(storage: &dyn Storage, dir: &Path, ts: u64) -> Result<(), DurableError> {
+/// Replaces the checkpoint file atomically.
+pub fn write_checkpoint(
+    storage: &dyn Storage,
+    dir: &Path,
+    c: Checkpoint,
+) -> Result<(), DurableError> {
     let mut b = vec![0u8; 64];
     b[0..8].copy_from_slice(CHECKPOINT_MAGIC);
     put_u32(&mut b, 8, FORMAT_VERSION);
-    put_u64(&mut b, 16, ts);
-    let crc = crc32c::crc32c(&b[0..24]);
-    put_u32(&mut b, 24, crc);
+    put_u64(&mut b, 16, c.ts);
+    put_u64(&mut b, 24, c.heap_max_ts);
+    let crc = crc32c::crc32c(&b[0..32]);
+    put_u32(&mut b, 32, crc);
     write_atomic(storage, dir, CHECKPOINT, &b)
 }
 

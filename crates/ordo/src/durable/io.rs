@@ -7,8 +7,9 @@
 //!   (every later operation fails with `EIO`), in the spirit of RocksDB's `FaultInjectionTestFS`;
 //! * inject `ENOSPC`, `EIO` or any errno on chosen operations ([`FaultRule`]).
 //!
-//! Undo is by before-images: a write first saves the bytes it overwrites (and the file's length
-//! the first time), `sync_data` forgets them. Renames over an existing file and removals keep the
+//! Undo is by before-images, per inode (so it follows renames): a write first saves the bytes it
+//! overwrites (and the file's length the first time), `sync_data` forgets them. A file opened
+//! read-only is undone through a descriptor kept by the first writable handle that changed it. Renames over an existing file and removals keep the
 //! old file under a hidden name until the directory is synced, so they can be undone as well.
 //! The heap's `MAP_PRIVATE` mappings read the real files, so after `power_loss` a reopened
 //! database sees exactly what a machine would find after the crash.
@@ -169,8 +170,10 @@ enum MetaOp {
     Removed { path: PathBuf, kept: PathBuf },
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Undo {
+    /// The file (a duplicate descriptor: undo follows the inode through renames).
+    file: File,
     /// Length before the first unsynced change.
     len_bytes: u64,
     /// Before-images of unsynced writes, oldest first.
@@ -181,7 +184,8 @@ struct Undo {
 struct FaultState {
     frozen: bool,
     rules: Vec<FaultRule>,
-    undo: HashMap<PathBuf, Undo>,
+    /// Unsynced changes per inode.
+    undo: HashMap<u64, Undo>,
     meta: Vec<MetaOp>,
     kept_seq: u64,
     syncs: u64,
@@ -196,8 +200,30 @@ pub struct FaultStorage {
 #[derive(Debug)]
 struct FaultFile {
     inner: RealFile,
-    path: Mutex<PathBuf>,
+    /// The path it was opened under (for rule matching).
+    path: PathBuf,
+    ino: u64,
     state: Arc<Mutex<FaultState>>,
+}
+
+impl FaultFile {
+    fn new(inner: File, path: &Path, state: Arc<Mutex<FaultState>>) -> io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let ino = inner.metadata()?.ino();
+        Ok(FaultFile { inner: RealFile(inner), path: path.to_path_buf(), ino, state })
+    }
+
+    fn undo_entry<'s>(&self, st: &'s mut FaultState) -> io::Result<&'s mut Undo> {
+        if !st.undo.contains_key(&self.ino) {
+            let u = Undo {
+                file: self.inner.0.try_clone()?,
+                len_bytes: self.inner.len_bytes()?,
+                writes: Vec::new(),
+            };
+            st.undo.insert(self.ino, u);
+        }
+        st.undo.get_mut(&self.ino).ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
+    }
 }
 
 fn lock(m: &Mutex<FaultState>) -> MutexGuard<'_, FaultState> {
@@ -261,13 +287,12 @@ impl FaultStorage {
         st.frozen = true;
         let mut undone = 0;
         let undo = std::mem::take(&mut st.undo);
-        for (path, u) in undo {
-            let Ok(f) = OpenOptions::new().write(true).open(&path) else { continue };
+        for (_, u) in undo {
             for (offset, old) in u.writes.iter().rev() {
-                f.write_all_at(old, *offset)?;
+                u.file.write_all_at(old, *offset)?;
                 undone += 1;
             }
-            f.set_len(u.len_bytes)?;
+            u.file.set_len(u.len_bytes)?;
         }
         let meta = std::mem::take(&mut st.meta);
         for op in meta.into_iter().rev() {
@@ -297,43 +322,48 @@ impl FaultStorage {
 
 impl StorageFile for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let path = self.path.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        lock(&self.state).check(FaultOp::Read, &path)?;
+        lock(&self.state).check(FaultOp::Read, &self.path)?;
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let path = self.path.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut st = lock(&self.state);
-        st.check(FaultOp::Write, &path)?;
+        st.check(FaultOp::Write, &self.path)?;
         let len_bytes = self.inner.len_bytes()?;
-        let undo = st.undo.entry(path).or_insert_with(|| Undo { len_bytes, writes: Vec::new() });
         let end = (offset + buf.len() as u64).min(len_bytes);
-        if end > offset {
+        let old = if end > offset {
             let mut old = vec![0u8; (end - offset) as usize];
             self.inner.read_at(&mut old, offset)?;
+            Some(old)
+        } else {
+            None
+        };
+        let undo = self.undo_entry(&mut st)?;
+        if let Some(old) = old {
             undo.writes.push((offset, old));
         }
         self.inner.write_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
-        let path = self.path.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut st = lock(&self.state);
-        st.check(FaultOp::Sync, &path)?;
+        st.check(FaultOp::Sync, &self.path)?;
         self.inner.sync_data()?;
-        st.undo.remove(&path);
+        st.undo.remove(&self.ino);
         st.syncs += 1;
         Ok(())
     }
     fn set_len(&self, len_bytes: u64) -> io::Result<()> {
-        let path = self.path.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut st = lock(&self.state);
-        st.check(FaultOp::SetLen, &path)?;
+        st.check(FaultOp::SetLen, &self.path)?;
         let old = self.inner.len_bytes()?;
-        let undo =
-            st.undo.entry(path).or_insert_with(|| Undo { len_bytes: old, writes: Vec::new() });
-        if len_bytes < old {
+        let tail = if len_bytes < old {
             let mut tail = vec![0u8; (old - len_bytes) as usize];
             self.inner.read_at(&mut tail, len_bytes)?;
+            Some(tail)
+        } else {
+            None
+        };
+        let undo = self.undo_entry(&mut st)?;
+        if let Some(tail) = tail {
             undo.writes.push((len_bytes, tail));
         }
         self.inner.set_len(len_bytes)
@@ -357,33 +387,33 @@ impl Storage for FaultStorage {
         if existed {
             // Truncating an existing file is an unsynced change of its contents.
             let old = std::fs::read(path)?;
-            let undo = st.undo.entry(path.to_path_buf()).or_default();
-            undo.len_bytes = old.len() as u64;
+            let f = FaultFile::new(
+                OpenOptions::new().read(true).write(true).open(path)?,
+                path,
+                self.state.clone(),
+            )?;
+            let undo = f.undo_entry(&mut st)?;
             undo.writes.push((0, old));
         }
         let f = RealStorage.create(path)?;
         drop(f);
+        let f = FaultFile::new(
+            OpenOptions::new().read(true).write(true).open(path)?,
+            path,
+            self.state.clone(),
+        )?;
         if !existed {
             st.meta.push(MetaOp::Created(path.to_path_buf()));
-            st.undo.insert(path.to_path_buf(), Undo::default());
+            f.undo_entry(&mut st)?;
         }
-        let inner = RealFile(OpenOptions::new().read(true).write(true).open(path)?);
-        Ok(Arc::new(FaultFile {
-            inner,
-            path: Mutex::new(path.to_path_buf()),
-            state: self.state.clone(),
-        }))
+        Ok(Arc::new(f))
     }
     fn open(&self, path: &Path, writable: bool) -> io::Result<Arc<dyn StorageFile>> {
         if lock(&self.state).frozen {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        let inner = RealFile(OpenOptions::new().read(true).write(writable).open(path)?);
-        Ok(Arc::new(FaultFile {
-            inner,
-            path: Mutex::new(path.to_path_buf()),
-            state: self.state.clone(),
-        }))
+        let inner = OpenOptions::new().read(true).write(writable).open(path)?;
+        Ok(Arc::new(FaultFile::new(inner, path, self.state.clone())?))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = lock(&self.state);
@@ -396,9 +426,6 @@ impl Storage for FaultStorage {
             None
         };
         std::fs::rename(from, to)?;
-        if let Some(u) = st.undo.remove(from) {
-            st.undo.insert(to.to_path_buf(), u);
-        }
         st.meta.push(MetaOp::Renamed { from: from.to_path_buf(), to: to.to_path_buf(), replaced });
         Ok(())
     }
@@ -409,7 +436,6 @@ impl Storage for FaultStorage {
         }
         let kept = Self::keep_name(&mut st, path);
         std::fs::rename(path, &kept)?;
-        st.undo.remove(path);
         st.meta.push(MetaOp::Removed { path: path.to_path_buf(), kept });
         Ok(())
     }

@@ -51,6 +51,8 @@ pub(crate) const IDLE: u64 = u64::MAX;
 const ZERO_FILL_BYTES: usize = 1 << 20;
 /// The longest a waiter sleeps before checking the marker again.
 const WAIT_SLICE: Duration = Duration::from_micros(200);
+/// The longest a commit waits for the checkpointer when the log is full.
+pub(crate) const LOG_FULL_WAIT_MAX: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -66,6 +68,11 @@ pub(crate) struct Segment {
     /// Appends so far; `synced` is the count the last completed sync covered.
     dirty: AtomicU64,
     synced: AtomicU64,
+    /// Chunks whose writer moved on (no more appends): with every chunk claimed and sealed,
+    /// the segment is deleted once the checkpoint passes `max_ts`.
+    sealed: AtomicU32,
+    /// The largest timestamp of a record in the segment.
+    max_ts: AtomicU64,
 }
 
 impl Segment {
@@ -122,6 +129,7 @@ pub(crate) struct LogStats {
     pub(crate) rounds: AtomicU64,
     pub(crate) records: AtomicU64,
     pub(crate) bytes: AtomicU64,
+    pub(crate) log_full_waits: AtomicU64,
 }
 
 /// Test-only switches that break the marker, for the negative tests.
@@ -150,6 +158,9 @@ pub(crate) struct Log {
     marker: AtomicU64,
     sync_lock: Mutex<Vec<u64>>,
     wake: (Mutex<()>, Condvar),
+    /// Signalled when the checkpointer deletes segments.
+    room: (Mutex<()>, Condvar),
+    segments_max: usize,
     poisoned: AtomicBool,
     pub(crate) stats: LogStats,
 }
@@ -160,6 +171,7 @@ pub(crate) struct LogSettings {
     pub(crate) chunk_bytes: u32,
     pub(crate) chunks_per_segment: u32,
     pub(crate) flush_after_commit: bool,
+    pub(crate) segments_max: usize,
     pub(crate) shortcuts: MarkerShortcuts,
 }
 
@@ -186,6 +198,8 @@ impl Log {
             marker: AtomicU64::new(marker),
             sync_lock: Mutex::new(vec![0; threads]),
             wake: (Mutex::new(()), Condvar::new()),
+            room: (Mutex::new(()), Condvar::new()),
+            segments_max: s.segments_max,
             poisoned: AtomicBool::new(false),
             stats: LogStats::default(),
         }
@@ -267,6 +281,8 @@ impl Log {
             next_chunk: AtomicU32::new(0),
             dirty: AtomicU64::new(0),
             synced: AtomicU64::new(0),
+            sealed: AtomicU32::new(0),
+            max_ts: AtomicU64::new(0),
         });
         Ok(seg)
     }
@@ -300,15 +316,22 @@ impl Log {
         }
         let fits = w.at.is_some() && w.pos as usize + record_len <= self.chunk_bytes as usize;
         if !fits {
+            // Seal first: the checkpointer may be waiting for this chunk to delete its segment.
+            if let Some((old, _)) = w.at.take() {
+                old.sealed.fetch_add(1, Ordering::AcqRel);
+            }
+            self.wait_for_room();
             w.at = Some(self.claim_chunk()?);
             w.pos = 0;
         }
         let (seg, chunk) = w.at.clone().ok_or(DurableError::Poisoned)?;
         let offset = SEGMENT_HEADER_BYTES + chunk as u64 * self.chunk_bytes as u64 + w.pos as u64;
         let bytes = &w.buf.finish()[..record_len];
+        seg.max_ts.fetch_max(super::format::get_u64(bytes, 16), Ordering::AcqRel);
         if let Err(source) = seg.file.write_at(bytes, offset) {
             // Nothing after this position can be trusted: start a new chunk next time.
             w.at = None;
+            seg.sealed.fetch_add(1, Ordering::AcqRel);
             return Err(DurableError::Io { op: "write", path: seg.path.clone(), source });
         }
         if self.flush_after_commit {
@@ -447,8 +470,98 @@ impl Log {
         self.wait_durable(0, m)
     }
 
-    /// Segments written by this run (for inspection and checkpointing).
+    /// Live segment files (for inspection and checkpointing).
     pub(crate) fn segment_count(&self) -> usize {
         lock(&self.segments).len()
+    }
+
+    /// The live segments, oldest first.
+    pub(crate) fn segments(&self) -> Vec<(PathBuf, Arc<dyn StorageFile>, SegmentHeader)> {
+        lock(&self.segments).iter().map(|s| (s.path.clone(), s.file.clone(), s.header)).collect()
+    }
+
+    /// A timestamp X such that every record with `wts <= X` has been written to its segment:
+    /// the marker's A/B computation without the flush (see the module docs).
+    pub(crate) fn appended_bound(&self) -> u64 {
+        let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
+        let mut d = m;
+        for s in self.slots.iter() {
+            // SeqCst: as in round().
+            let l = s.lower.load(Ordering::SeqCst);
+            if l != IDLE {
+                d = d.min(l.saturating_sub(1));
+            }
+        }
+        d
+    }
+
+    /// Deletes every segment whose chunks are all claimed and sealed and whose records are all
+    /// at or below the checkpoint `c`. Returns how many were deleted.
+    pub(crate) fn delete_below(&self, c: u64) -> Result<usize, DurableError> {
+        let mut segs = lock(&self.segments);
+        let mut deleted = 0;
+        let mut failure = None;
+        segs.retain(|seg| {
+            let done = failure.is_none()
+                && seg.next_chunk.load(Ordering::Acquire) >= seg.header.chunks
+                && seg.sealed.load(Ordering::Acquire) >= seg.header.chunks
+                && seg.max_ts.load(Ordering::Acquire) <= c;
+            if !done {
+                return true;
+            }
+            match self.storage.remove(&seg.path) {
+                Ok(()) => {
+                    deleted += 1;
+                    false
+                }
+                Err(source) => {
+                    failure =
+                        Some(DurableError::Io { op: "remove", path: seg.path.clone(), source });
+                    true
+                }
+            }
+        });
+        drop(segs);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if deleted > 0 {
+            self.storage.sync_dir(&self.dir).map_err(|source| DurableError::Io {
+                op: "fsync directory",
+                path: self.dir.clone(),
+                source,
+            })?;
+            drop(lock(&self.room.0));
+            self.room.1.notify_all();
+        }
+        Ok(deleted)
+    }
+
+    /// Bounded log: before claiming a chunk in a new segment while `segments_max` segments
+    /// exist, wait (up to `LOG_FULL_WAIT_MAX`, counted) for the checkpointer to delete one.
+    /// Past the bound the commit goes on rather than deadlock on an idle thread's open chunk.
+    fn wait_for_room(&self) {
+        if self.segments_max == 0 {
+            return;
+        }
+        let full = || {
+            let segs = lock(&self.segments);
+            segs.len() >= self.segments_max
+                && segs
+                    .last()
+                    .is_none_or(|s| s.next_chunk.load(Ordering::Acquire) >= s.header.chunks)
+        };
+        if !full() {
+            return;
+        }
+        self.stats.log_full_waits.fetch_add(1, Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + LOG_FULL_WAIT_MAX;
+        let mut g = lock(&self.room.0);
+        while full() && std::time::Instant::now() < deadline {
+            g = match self.room.1.wait_timeout(g, WAIT_SLICE * 5) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
     }
 }

@@ -26,13 +26,13 @@
 //!   marker become durable with one `fdatasync`. A marker file would double the flushes.
 //! * Threads' chunks share segment files: `fdatasync` works per file, so per-thread files would
 //!   cost one device flush per thread per round and no group commit.
-//! * Checkpointing happens at open (every open folds the logs into the heap files); there is no
-//!   background checkpointer yet, so the log grows until the database is reopened.
+//! * Besides the background [`checkpoint`]er, every open folds the logs into the heap files.
 //! * Emptied slabs are not reclaimed for other size classes in durable databases (a reclaim
 //!   zeroes the slab outside any transaction and would need its own log record).
 //! * A recovered database needs a clock that is already past the recovered timestamps
 //!   ([`DurableError::ClockBehind`]); [`crate::Ordo::open_durable`] builds it from them.
 
+pub mod checkpoint;
 pub mod format;
 pub mod io;
 pub(crate) mod log;
@@ -41,6 +41,7 @@ pub mod recovery;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub use checkpoint::CheckpointReport;
 pub use log::MarkerShortcuts;
 pub use recovery::{RecoveryReport, SegmentInfo, TornTail};
 
@@ -73,6 +74,11 @@ pub const CHUNK_BYTES_DEFAULT: u32 = 1 << 20;
 /// Chunks per segment file, by default.
 pub const CHUNKS_PER_SEGMENT_DEFAULT: u32 = 16;
 
+/// Milliseconds between background checkpoints, by default.
+pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 1_000;
+/// Segment files before commits wait for the checkpointer, by default.
+pub const LOG_SEGMENTS_MAX_DEFAULT: usize = 8;
+
 /// Where and how a database is made durable.
 #[derive(Clone, Debug)]
 pub struct DurableConfig {
@@ -86,6 +92,14 @@ pub struct DurableConfig {
     pub chunks_per_segment: u32,
     /// Start writeback of every record right after it is written (SPHT Alg. 5).
     pub flush_after_commit: bool,
+    /// Milliseconds between background checkpoints; 0 runs none (call
+    /// [`crate::Ordo::checkpoint`]).
+    pub checkpoint_interval_ms: u64,
+    /// Threads replaying a checkpoint's images (disjoint address ranges).
+    pub replay_threads: usize,
+    /// The most segment files before a commit that needs a new one waits (bounded, counted)
+    /// for a checkpoint to delete one; 0 = unbounded.
+    pub log_segments_max: usize,
     /// The file system seam (tests pass an [`io::FaultStorage`]).
     pub storage: Arc<dyn Storage>,
     /// Test-only switches that break the marker (negative tests).
@@ -100,6 +114,9 @@ impl PartialEq for DurableConfig {
             && self.chunk_bytes == o.chunk_bytes
             && self.chunks_per_segment == o.chunks_per_segment
             && self.flush_after_commit == o.flush_after_commit
+            && self.checkpoint_interval_ms == o.checkpoint_interval_ms
+            && self.replay_threads == o.replay_threads
+            && self.log_segments_max == o.log_segments_max
             && Arc::ptr_eq(&self.storage, &o.storage)
     }
 }
@@ -114,6 +131,9 @@ impl DurableConfig {
             chunk_bytes: CHUNK_BYTES_DEFAULT,
             chunks_per_segment: CHUNKS_PER_SEGMENT_DEFAULT,
             flush_after_commit: false,
+            checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
+            replay_threads: 2,
+            log_segments_max: LOG_SEGMENTS_MAX_DEFAULT,
             storage: Arc::new(RealStorage),
             #[cfg(feature = "shortcuts")]
             shortcuts: MarkerShortcuts::default(),
@@ -261,6 +281,16 @@ impl HeapFiles {
 pub(crate) struct Durable {
     pub(crate) log: log::Log,
     pub(crate) report: RecoveryReport,
+    pub(crate) checkpointer: checkpoint::Checkpointer,
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+}
+
+impl Durable {
+    /// Runs one checkpoint now.
+    pub(crate) fn checkpoint(&self) -> Result<CheckpointReport, DurableError> {
+        self.checkpointer.run(&self.log, &*self.storage, &self.dir)
+    }
 }
 
 impl Drop for Durable {
@@ -326,14 +356,16 @@ pub(crate) fn open(
         chunk_bytes: config.chunk_bytes,
         chunks_per_segment: config.chunks_per_segment,
         flush_after_commit: config.flush_after_commit,
+        segments_max: config.log_segments_max,
         #[cfg(feature = "shortcuts")]
         shortcuts: config.shortcuts,
         #[cfg(not(feature = "shortcuts"))]
         shortcuts: MarkerShortcuts::default(),
     };
     let marker = report.recovered_ts;
-    let log = log::Log::new(storage, dir, threads, next_seq, marker, settings);
-    Ok((Durable { log, report }, files, regions))
+    let log = log::Log::new(storage.clone(), dir, threads, next_seq, marker, settings);
+    let checkpointer = checkpoint::Checkpointer::new(report.recovered_ts, config.replay_threads);
+    Ok((Durable { log, report, checkpointer, storage, dir: dir.clone() }, files, regions))
 }
 
 /// Reads what recovery of `dir` would do, without changing anything (for `ordo recover` and
@@ -366,20 +398,33 @@ pub struct DurableStats {
     pub bytes: u64,
     /// The in-memory durable marker.
     pub marker_ts: u64,
-    /// Segment files created by this run.
+    /// Live segment files.
     pub segments: usize,
+    /// Commits that found the log full and waited for the checkpointer.
+    pub log_full_waits: u64,
+    /// The checkpoint timestamp C.
+    pub checkpoint_ts: u64,
+    /// Checkpoints run (background and explicit), and how many failed.
+    pub checkpoints: u64,
+    /// Failed checkpoints.
+    pub checkpoint_errors: u64,
 }
 
-impl log::Log {
+impl Durable {
     pub(crate) fn stats(&self) -> DurableStats {
         use std::sync::atomic::Ordering::Relaxed;
+        let l = &self.log;
         DurableStats {
-            fsyncs: self.stats.fsyncs.load(Relaxed),
-            rounds: self.stats.rounds.load(Relaxed),
-            records: self.stats.records.load(Relaxed),
-            bytes: self.stats.bytes.load(Relaxed),
-            marker_ts: self.marker(),
-            segments: self.segment_count(),
+            fsyncs: l.stats.fsyncs.load(Relaxed),
+            rounds: l.stats.rounds.load(Relaxed),
+            records: l.stats.records.load(Relaxed),
+            bytes: l.stats.bytes.load(Relaxed),
+            marker_ts: l.marker(),
+            segments: l.segment_count(),
+            log_full_waits: l.stats.log_full_waits.load(Relaxed),
+            checkpoint_ts: self.checkpointer.ts(),
+            checkpoints: self.checkpointer.runs.load(Relaxed),
+            checkpoint_errors: self.checkpointer.errors.load(Relaxed),
         }
     }
 }

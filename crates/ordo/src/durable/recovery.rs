@@ -132,7 +132,8 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DurableEr
 pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableError> {
     let started = Instant::now();
     let manifest = Manifest::read(storage, dir)?;
-    let checkpoint = format::read_checkpoint(storage, dir)?;
+    let ckpt = format::read_checkpoint(storage, dir)?;
+    let checkpoint = ckpt.ts;
     let names = storage.list(dir).map_err(io("list", dir))?;
     for id in 0..manifest.regions {
         let path = format::region_file(dir, id as u16);
@@ -235,7 +236,10 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
         report.segment_files.push(info);
     }
     let process_max = records.iter().filter(|r| !r.marked).map(|r| r.ts).max().unwrap_or(0);
-    let d = marker.max(process_max).max(checkpoint);
+    // Records at or below C are in the heap files; a checkpoint may have deleted the segment
+    // holding the newest marker, so C counts as a marker too.
+    let marker = marker.max(checkpoint);
+    let d = marker.max(process_max);
     for (si, offset, ts_field, reason, followed) in bad {
         let seg = &segs[si];
         let below_marker = seg.header.marked && ts_field <= marker;
@@ -263,7 +267,8 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
             report.records_replayed += 1;
         }
     }
-    report.recovered_ts = d;
+    // An interrupted checkpoint may have left heap images up to H.
+    report.recovered_ts = d.max(ckpt.heap_max_ts);
     Ok(Scan { manifest, segs, records, report, started })
 }
 
@@ -342,7 +347,8 @@ pub(crate) fn apply(
         }
     }
     if marker > checkpoint {
-        format::write_checkpoint(storage, dir, marker)?;
+        let c = format::Checkpoint { ts: marker, heap_max_ts: report.recovered_ts };
+        format::write_checkpoint(storage, dir, c)?;
     }
     for s in &segs {
         storage.remove(&s.path).map_err(io("remove", &s.path))?;

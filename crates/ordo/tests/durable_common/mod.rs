@@ -30,6 +30,9 @@ pub(crate) fn config(dir: &Path, mode: Mode, storage: Option<Arc<dyn Storage>>) 
     let mut d = DurableConfig::new(dir, mode);
     d.chunk_bytes = 64 << 10;
     d.chunks_per_segment = 4;
+    // Deterministic by default: tests that want the background checkpointer turn it on.
+    d.checkpoint_interval_ms = 0;
+    d.log_segments_max = 0;
     if let Some(s) = storage {
         d.storage = s;
     }
