@@ -283,16 +283,44 @@ impl FaultStorage {
     /// Simulates power loss: freezes, then undoes every write, creation, rename and removal not
     /// covered by a completed sync. Returns the number of writes undone.
     pub fn power_loss(&self) -> io::Result<usize> {
+        self.power_loss_keeping(0)
+    }
+
+    /// Power loss where the device had already written some unsynced data: each unsynced
+    /// write is kept with probability 1/2 (drawn from `seed`; 0 keeps none, as
+    /// [`FaultStorage::power_loss`]). Real devices persist unsynced pages in any order, so
+    /// recovery must cope with any subset. Returns the number of writes undone.
+    pub fn power_loss_keeping(&self, seed: u64) -> io::Result<usize> {
         let mut st = lock(&self.state);
         st.frozen = true;
         let mut undone = 0;
+        let mut rng = seed;
+        let mut keep = move || {
+            if seed == 0 {
+                return false;
+            }
+            // SplitMix64.
+            rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = rng;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) & 1 == 1
+        };
         let undo = std::mem::take(&mut st.undo);
         for (_, u) in undo {
+            let grown = u.file.metadata()?.len() > u.len_bytes;
+            let mut kept_any_growth = false;
             for (offset, old) in u.writes.iter().rev() {
+                if keep() {
+                    kept_any_growth |= grown;
+                    continue;
+                }
                 u.file.write_all_at(old, *offset)?;
                 undone += 1;
             }
-            u.file.set_len(u.len_bytes)?;
+            if !kept_any_growth {
+                u.file.set_len(u.len_bytes)?;
+            }
         }
         let meta = std::mem::take(&mut st.meta);
         for op in meta.into_iter().rev() {
