@@ -214,15 +214,14 @@ impl FaultFile {
     }
 
     fn undo_entry<'s>(&self, st: &'s mut FaultState) -> io::Result<&'s mut Undo> {
-        if !st.undo.contains_key(&self.ino) {
-            let u = Undo {
+        match st.undo.entry(self.ino) {
+            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(e) => Ok(e.insert(Undo {
                 file: self.inner.0.try_clone()?,
                 len_bytes: self.inner.len_bytes()?,
                 writes: Vec::new(),
-            };
-            st.undo.insert(self.ino, u);
+            })),
         }
-        st.undo.get_mut(&self.ino).ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))
     }
 }
 
