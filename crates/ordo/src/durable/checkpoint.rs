@@ -3,7 +3,7 @@
 //! short.
 //!
 //! One checkpoint, up to `X` = the durable marker (sync mode) or the appended bound (process
-//! mode: every record at or below it is in the OS; see [`super::log`]):
+//! mode: every record at or below it is in the OS; see the log module):
 //! 1. read the live segments and collect the records with `C < wts <= X`;
 //! 2. **backward filtering**: only the newest image of each address is kept (images are whole
 //!    objects, so older ones are dead);

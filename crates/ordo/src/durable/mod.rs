@@ -4,7 +4,7 @@
 //! * **Heap**: one file per region (`region-NNNNN.heap`). The working copy is a `MAP_PRIVATE`
 //!   mapping of it — copy-on-write DRAM pages, SPHT's shadow copy — and is never written back.
 //!   The files change only by replaying log records (at open, see [`recovery`]).
-//! * **Logs** ([`log`]): the committing thread builds one redo record `{wts, [(addr, image)],
+//! * **Logs** (module `log`): the committing thread builds one redo record `{wts, [(addr, image)],
 //!   crc32c}` of its whole write set and appends it to its own chunk of a preallocated segment
 //!   file inside `commit_backup`, while it still holds its locks (FaRMv2 Alg. 2 step 5: the
 //!   record exists before anything it wrote is visible). Allocations log the object's first

@@ -1,6 +1,6 @@
 //! Recovery: fold the logs into the heap files (DESIGN §5 "Recovery").
 //!
-//! [`scan`] reads everything and changes nothing: the manifest, the checkpoint timestamp C, every
+//! `scan` reads everything and changes nothing: the manifest, the checkpoint timestamp C, every
 //! segment (header, then each chunk's records up to its first zero or bad record), and computes
 //! the marker D — the largest marker record found in a valid chunk prefix of a sync-mode
 //! segment; records of process-mode segments count whole (their page cache survived). A bad
@@ -9,7 +9,7 @@
 //! file and offset: every record at or below D was flushed before D was, so a bad one there is
 //! corruption, never a crash artefact. A segment shorter than its header says is an error too.
 //!
-//! [`apply`] then replays the records with `C < wts <= D` into the heap files. Replay is
+//! `apply` then replays the records with `C < wts <= D` into the heap files. Replay is
 //! **backward filtered**: images are absolute, so only the newest image of each address
 //! matters; it is written once. Then the heap files are synced, C := D is persisted, and the
 //! segments are deleted. Each step is idempotent, so a crash during `apply` is recovered by
