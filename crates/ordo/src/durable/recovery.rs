@@ -168,8 +168,20 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
                 ),
             });
         }
+        // Read only the chunks that hold records (a zero first word means unused): segments
+        // are preallocated, and most of the last one is usually empty.
         let mut bytes = vec![0u8; header.file_bytes() as usize];
-        f.read_at(&mut bytes, 0).map_err(io("read", &path))?;
+        bytes[..head.len()].copy_from_slice(&head);
+        let cb = header.chunk_bytes as usize;
+        for c in 0..header.chunks as usize {
+            let start = SEGMENT_HEADER_BYTES as usize + c * cb;
+            let first = &mut bytes[start..start + 8];
+            f.read_at(first, start as u64).map_err(io("read", &path))?;
+            if first.iter().any(|b| *b != 0) {
+                f.read_at(&mut bytes[start..start + cb], start as u64)
+                    .map_err(io("read", &path))?;
+            }
+        }
         segs.push(Seg { path, header, bytes });
     }
 
