@@ -279,4 +279,63 @@ mod negative {
         assert_eq!(vy, 1);
         assert_eq!(vx, 0, "the broken marker was not caught: T1 survived without a flush");
     }
+
+    /// Process mode: the checkpointer's bound must also stay below a committer that drew its
+    /// timestamp but has not logged yet, or recovery skips that committer's record as
+    /// "already checkpointed" and loses it (checked with the lower-bound publication removed).
+    static GATE2: AtomicU8 = AtomicU8::new(0);
+
+    fn pause_after_wts_2(step: CommitStep) {
+        if step == CommitStep::WriteTimestamp {
+            GATE2.store(1, Ordering::SeqCst);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while GATE2.load(Ordering::SeqCst) != 2 && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    #[test]
+    fn checkpoint_never_passes_a_pending_timestamp() {
+        let dir = temp_dir("ckpt-pending");
+        let fs = FaultStorage::new();
+        let make = |s: Option<Arc<dyn ordo::durable::io::Storage>>| config(&dir, Mode::Process, s);
+        let (x, y) = {
+            let db = open(make(None)).unwrap();
+            db.run(|tx| Ok::<_, Error>((tx.alloc(&0u64)?, tx.alloc(&0u64)?))).unwrap()
+        };
+        let db = open(make(Some(Arc::new(fs.clone())))).unwrap();
+        std::thread::scope(|s| {
+            let t1 = s.spawn(|| {
+                let o = Options {
+                    shortcuts: Shortcuts { hook: Some(pause_after_wts_2), ..Shortcuts::default() },
+                    ..Options::default()
+                };
+                db.run_with(o, |tx| {
+                    let v: u64 = tx.read(x)?;
+                    tx.write(x, &(v + 1))
+                })
+                .unwrap();
+            });
+            while GATE2.load(Ordering::SeqCst) != 1 {
+                std::thread::yield_now();
+            }
+            db.run(|tx| {
+                let v: u64 = tx.read(y)?;
+                tx.write(y, &(v + 1))
+            })
+            .unwrap();
+            db.checkpoint().unwrap();
+            GATE2.store(2, Ordering::SeqCst);
+            t1.join().unwrap();
+        });
+        // A process crash: the page cache (every pwrite) survives, nothing more runs.
+        fs.freeze();
+        drop(db);
+        let db = open(make(None)).unwrap();
+        let (vx, vy) =
+            db.run(|tx| Ok::<_, Error>((tx.read::<u64>(x)?, tx.read::<u64>(y)?))).unwrap();
+        assert_eq!((vx, vy), (1, 1), "an acknowledged commit was skipped by recovery");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

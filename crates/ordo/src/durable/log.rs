@@ -227,7 +227,8 @@ impl Log {
         Err(e)
     }
 
-    /// Step before `get_ts` (sync mode): publish a lower bound of the coming write timestamp.
+    /// Step before `get_ts`: publish a lower bound of the coming write timestamp (the marker
+    /// and the process-mode checkpoint bound stay below it until the record is appended).
     #[inline]
     pub(crate) fn publish_lower(&self, slot: usize, lower: u64) {
         // SeqCst: the store half of the marker's B scan (see the module docs).
