@@ -11,7 +11,6 @@ use super::set::{ReadEntry, WriteKind, WriteSet};
 use std::cell::RefCell;
 
 use crate::addr::Addr;
-use crate::durable::Mode;
 use crate::durable::log::Log;
 use crate::error::{Abort, Error};
 use crate::heap::Heap;
@@ -143,10 +142,10 @@ impl Participant for LocalParticipant<'_> {
 
     #[inline]
     fn begin_backup(&self, lower: Timestamp) {
+        // Both modes: the sync marker and the process-mode checkpoint bound must not pass a
+        // timestamp this commit may still log.
         if let Some((log, slot)) = self.log {
-            if log.mode() == Mode::Sync {
-                log.publish_lower(slot, lower.as_nanos());
-            }
+            log.publish_lower(slot, lower.as_nanos());
         }
     }
 
