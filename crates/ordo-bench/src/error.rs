@@ -22,6 +22,14 @@ pub enum BenchError {
     /// The engine failed.
     #[error("engine error: {0}")]
     Engine(#[from] ordo::Error),
+    /// A benchmark file (durable database directory, baseline file) could not be used.
+    #[error("benchmark file {path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A result check after the run failed: the workload's model and the database disagree.
     #[error("consistency check failed: {0}")]
     Inconsistent(String),

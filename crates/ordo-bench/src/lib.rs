@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod driver;
+pub mod durable;
 pub mod error;
 pub mod harness;
 pub mod report;

@@ -113,8 +113,19 @@ pub fn load<C: Clock>(
     cfg: &YcsbConfig,
     load_threads: usize,
 ) -> Result<YcsbTable<C>, BenchError> {
+    load_with(clock, cfg, load_threads, Config::default())
+}
+
+/// [`load`] on a database opened with `base` (its `versions` replaced by the workload's), e.g.
+/// a durable one.
+pub fn load_with<C: Clock>(
+    clock: C,
+    cfg: &YcsbConfig,
+    load_threads: usize,
+    base: Config,
+) -> Result<YcsbTable<C>, BenchError> {
     cfg.validate()?;
-    let config = Config { versions: cfg.versions, ..Config::default() };
+    let config = Config { versions: cfg.versions, ..base };
     let db = Ordo::with_clock(config, clock)?;
     let load_threads = load_threads.max(1);
     let chunks: Vec<Result<Vec<Addr>, Error>> = std::thread::scope(|s| {

@@ -44,6 +44,8 @@ pub(crate) enum BenchCommand {
     Suite(crate::bench_suite::SuiteArgs),
     /// STAMP kernels: speedup over sequential, logical vs ORDO clock (ORDO Fig. 15).
     Stamp(crate::bench_stamp::StampArgs),
+    /// Durable commit rate, latency and group commit per durability mode; recovery speed.
+    Durable(crate::bench_durable::DurableArgs),
 }
 
 /// Flags every workload takes.
@@ -273,6 +275,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
         BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
         BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
+        BenchCommand::Durable(d) => crate::bench_durable::run_durable(d),
     }
 }
 

@@ -29,6 +29,8 @@ pub mod bitmap;
 #[cfg(not(loom))]
 mod db;
 #[cfg(not(loom))]
+pub mod durable;
+#[cfg(not(loom))]
 mod error;
 #[cfg(not(loom))]
 mod gc;
