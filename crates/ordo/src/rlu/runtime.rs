@@ -161,8 +161,14 @@ pub struct RluShortcuts {
 #[cfg(feature = "shortcuts")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RluStep {
-    /// The write clock is published and waited out; the run-count snapshot comes next.
-    ClockPublished,
+    /// The write clock is drawn and published; the wait until global time passes
+    /// `wait_until` comes next.
+    ClockDrawn {
+        /// The write clock.
+        write_clock: Timestamp,
+        /// The commit proceeds once the writer's own reading is past this.
+        wait_until: Timestamp,
+    },
     /// Synchronize is over; write-back comes next.
     BeforeWriteback,
 }
@@ -530,12 +536,25 @@ impl<C: Clock> RluThread<C> {
         let w = rlu.clock.now().lo().as_nanos();
         // SeqCst: publishes the copies (written before) to stealing readers.
         me.write_clock.store(w, Ordering::SeqCst);
-        // new_time(w + 2B): global time is past w + 2B when get_ts returns more than that.
-        let target = Timestamp::from_nanos(w.saturating_add(margin));
-        while rlu.clock.get_ts() <= target {}
+        // new_time(w + 2B): wait until global time is past w + 2B. A clock with a boundary runs
+        // by itself: spin until our own reading is past the target (ORDO `new_time`). An exact
+        // clock (the logical counter) must be advanced: `get_ts` until it returns more than
+        // the target (one `fetch_add`, as in the original RLU).
+        let target = w.saturating_add(margin);
         #[cfg(feature = "shortcuts")]
         if let Some(hook) = shortcuts.hook {
-            hook(RluStep::ClockPublished);
+            hook(RluStep::ClockDrawn {
+                write_clock: Timestamp::from_nanos(w),
+                wait_until: Timestamp::from_nanos(target),
+            });
+        }
+        let mut spins = 0u32;
+        if b == 0 {
+            while rlu.clock.get_ts().as_nanos() <= target {}
+        } else {
+            while rlu.clock.now().lo().as_nanos() <= target {
+                backoff(&mut spins);
+            }
         }
         self.synchronize(w);
         #[cfg(feature = "shortcuts")]
