@@ -310,3 +310,28 @@ fn concurrent_counts_add_up() {
     assert_eq!(keys.len() as i64, totals.iter().sum::<i64>());
     assert!(keys.windows(2).all(|w| w[0] < w[1]));
 }
+
+/// Writers incrementing one object: conflicts abort and retry, no increment is lost.
+#[test]
+fn conflicting_writers_lose_no_update() {
+    let rlu = Rlu::new(LogicalClock::new(), options(4, 4)).unwrap();
+    let a = rlu.thread().unwrap().alloc_unshared(NodeValue::new(0, NodeId::NIL)).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            let rlu = &rlu;
+            s.spawn(move || {
+                let mut t = rlu.thread().unwrap();
+                for _ in 0..1_000 {
+                    t.section(|s| {
+                        let v = s.deref(a)?;
+                        s.try_lock(a)?;
+                        s.write(a, NodeValue::new(v.key + 1, NodeId::NIL))
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let mut t = rlu.thread().unwrap();
+    assert_eq!(t.section(|s| s.deref(a)).unwrap().key, 3_000);
+}

@@ -1,7 +1,11 @@
 //! The RLU runtime: per-thread state, sections, dereference, lock, commit and synchronize.
 //! The protocol and its invariants are stated in the module essay of [`crate::rlu`].
 
-use std::sync::{Arc, Mutex, PoisonError};
+#[cfg(loom)]
+use loom::sync::Mutex;
+#[cfg(not(loom))]
+use std::sync::Mutex;
+use std::sync::{Arc, PoisonError};
 
 use crossbeam_utils::CachePadded;
 use ordo_clock::{Clock, Interval, TimeOrder, Timestamp};
@@ -187,7 +191,6 @@ pub struct RluStats {
 }
 
 /// An arena node: three data words and the header.
-#[derive(Default)]
 struct Node {
     key: AtomicU64,
     next: AtomicU64,
@@ -197,11 +200,27 @@ struct Node {
 }
 
 /// A copy in a write log.
-#[derive(Default)]
 struct CopySlot {
     key: AtomicU64,
     next: AtomicU64,
     aux: AtomicU64,
+}
+
+impl Node {
+    fn new() -> Self {
+        Node {
+            key: AtomicU64::new(0),
+            next: AtomicU64::new(u64::from(NIL_RAW)),
+            aux: AtomicU64::new(0),
+            header: AtomicU64::new(0),
+        }
+    }
+}
+
+impl CopySlot {
+    fn new() -> Self {
+        CopySlot { key: AtomicU64::new(0), next: AtomicU64::new(0), aux: AtomicU64::new(0) }
+    }
 }
 
 /// The part of a thread's state other threads read.
@@ -209,6 +228,9 @@ struct Shared {
     run_cnt: AtomicU64,
     local_clock: AtomicU64,
     write_clock: AtomicU64,
+    /// The section number the next handle of this thread id starts at: section numbers are
+    /// never reused by one id, so a header never names a section of an earlier handle.
+    next_seq: AtomicU64,
     /// Two logs of `log_capacity` slots each.
     logs: Box<[CopySlot]>,
 }
@@ -279,11 +301,12 @@ impl<C: Clock> Rlu<C> {
                     run_cnt: AtomicU64::new(0),
                     local_clock: AtomicU64::new(LOCAL_PENDING),
                     write_clock: AtomicU64::new(WC_INF),
-                    logs: (0..2 * options.log_capacity).map(|_| CopySlot::default()).collect(),
+                    next_seq: AtomicU64::new(0),
+                    logs: (0..2 * options.log_capacity).map(|_| CopySlot::new()).collect(),
                 })
             })
             .collect();
-        let arena = (0..options.capacity_nodes).map(|_| Node::default()).collect();
+        let arena = (0..options.capacity_nodes).map(|_| Node::new()).collect();
         Ok(Arc::new(Rlu {
             boundary_nanos: clock.boundary_nanos(),
             clock,
@@ -324,13 +347,15 @@ impl<C: Clock> Rlu<C> {
             }
         };
         let run = self.threads[tid].run_cnt.load(Ordering::Acquire);
+        // Relaxed: the id was handed over through the `free_tids` mutex.
+        let seq = self.threads[tid].next_seq.load(Ordering::Relaxed) as u32;
         Ok(RluThread {
             rlu: Arc::clone(self),
             tid,
             run,
             local: Timestamp::ZERO,
             log: 0,
-            seq: 0,
+            seq,
             locked: Vec::new(),
             allocated: Vec::new(),
             freed: Vec::new(),
@@ -687,6 +712,8 @@ impl<C: Clock> Drop for RluThread<C> {
         spill.extend(self.freed.drain(..).map(|n| n.0));
         spill.append(&mut self.free_list);
         drop(spill);
+        // Relaxed: the id is handed over through the `free_tids` mutex.
+        self.me().next_seq.store(u64::from(self.seq.wrapping_add(1)), Ordering::Relaxed);
         self.rlu.free_tids.lock().unwrap_or_else(PoisonError::into_inner).push(self.tid);
     }
 }
