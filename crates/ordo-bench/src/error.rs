@@ -22,6 +22,9 @@ pub enum BenchError {
     /// The engine failed.
     #[error("engine error: {0}")]
     Engine(#[from] ordo::Error),
+    /// The RLU runtime failed.
+    #[error("RLU runtime error: {0}")]
+    Rlu(#[from] ordo::rlu::RluError),
     /// A result check after the run failed: the workload's model and the database disagree.
     #[error("consistency check failed: {0}")]
     Inconsistent(String),
