@@ -63,6 +63,7 @@ fn hook(step: RluStep) {
             wait_until(|| GATE.load(Ordering::SeqCst) == GO);
             GATE.store(IDLE, Ordering::SeqCst);
         }
+        RluStep::ClockRead | RluStep::ReaderBlocked => {}
     }
 }
 
@@ -78,7 +79,11 @@ fn script(skip_extra_boundary: bool) -> (Result<usize, String>, bool, bool) {
     let options = RluOptions {
         capacity_nodes: 64,
         max_threads: 4,
-        shortcuts: RluShortcuts { skip_extra_boundary, hook: Some(hook) },
+        shortcuts: RluShortcuts {
+            skip_extra_boundary,
+            hook: Some(hook),
+            ..RluShortcuts::default()
+        },
         ..RluOptions::default()
     };
     let set = RluHashSet::new(clock.clone(), 1, options).unwrap();
@@ -139,4 +144,142 @@ fn with_extra_boundary_the_same_script_is_linearizable() {
     let (verdict, r1, r2) = script(false);
     assert!(r1 && r2, "both readers start after the commit point and must steal");
     assert_eq!(verdict, Ok(3));
+}
+
+/// Fact 1 of the essay: a commit announces itself with the `BLOCK` write clock before it reads
+/// the clock, so a reader that starts while the writer is between reading and publishing its
+/// write clock waits instead of reading one object as "not committing" and stealing the next.
+///
+/// The script: a writer moves both objects `a` and `b` from 1 to 2 and is paused after reading
+/// its write clock `w`, before publishing it (a preemption there is all it takes). The reference
+/// time moves 10 B on; a reader (skew 0, so certainly after `w`) reads `a`, stops at its
+/// midpoint, and reads `b`. The writer is released once the reader either reached its midpoint
+/// (it read `a` without waiting) or reported that it waits on `BLOCK`; the writer then pauses
+/// before write-back, and the reader finishes.
+mod block {
+    use super::*;
+    use ordo::rlu::{NodeId, NodeValue, Rlu};
+    use ordo_check::{Recorder, check_serializable};
+
+    static WRITER: AtomicU8 = AtomicU8::new(IDLE);
+    static WRITEBACK: AtomicU8 = AtomicU8::new(IDLE);
+    static READER_BLOCKED: AtomicU8 = AtomicU8::new(0);
+    static READER_MID: AtomicU8 = AtomicU8::new(IDLE);
+
+    fn pause(gate: &AtomicU8) {
+        gate.store(PAUSED, Ordering::SeqCst);
+        wait_until(|| gate.load(Ordering::SeqCst) == GO);
+        gate.store(IDLE, Ordering::SeqCst);
+    }
+
+    fn hook(step: RluStep) {
+        match step {
+            RluStep::ClockRead => pause(&WRITER),
+            RluStep::BeforeWriteback => pause(&WRITEBACK),
+            RluStep::ReaderBlocked => READER_BLOCKED.store(1, Ordering::SeqCst),
+            RluStep::ClockDrawn { .. } => {}
+        }
+    }
+
+    /// Returns the history's verdict and what the reader saw.
+    fn script(skip_block: bool) -> (Result<(), String>, (u64, u64)) {
+        let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for g in [&WRITER, &WRITEBACK, &READER_BLOCKED, &READER_MID] {
+            g.store(IDLE, Ordering::SeqCst);
+        }
+        let clock = TestClock::builder()
+            .claimed_boundary_nanos(B)
+            .reference(Reference::Manual { start_nanos: START })
+            .build();
+        let options = RluOptions {
+            capacity_nodes: 4,
+            max_threads: 4,
+            shortcuts: RluShortcuts { skip_block, hook: Some(hook), ..RluShortcuts::default() },
+            ..RluOptions::default()
+        };
+        let rlu = Rlu::new(clock.clone(), options).unwrap();
+        let (a, b) = {
+            let mut t = rlu.thread().unwrap();
+            (
+                t.alloc_unshared(NodeValue::new(1, NodeId::NIL)).unwrap(),
+                t.alloc_unshared(NodeValue::new(1, NodeId::NIL)).unwrap(),
+            )
+        };
+        let rec = Recorder::new();
+        let mut init = rec.begin(0);
+        init.write_register(0, 1);
+        init.write_register(1, 1);
+        init.commit();
+        let mut seen = (0, 0);
+        std::thread::scope(|s| {
+            let (rlu, rec, clock) = (&rlu, &rec, &clock);
+            let writer = s.spawn(move || {
+                clock.set_thread_skew(0, 0);
+                let mut t = rlu.thread().unwrap();
+                let mut r = rec.begin(1);
+                let old = t
+                    .section(|s| {
+                        let old = (s.deref(a)?.key, s.deref(b)?.key);
+                        s.try_lock(a)?;
+                        s.try_lock(b)?;
+                        s.write(a, NodeValue::new(old.0 + 1, NodeId::NIL))?;
+                        s.write(b, NodeValue::new(old.1 + 1, NodeId::NIL))?;
+                        Ok(old)
+                    })
+                    .unwrap();
+                assert_eq!(old, (1, 1));
+                r.read_register(0, Some(1));
+                r.read_register(1, Some(1));
+                r.write_register(0, 2);
+                r.write_register(1, 2);
+                r.commit();
+            });
+            wait_until(|| WRITER.load(Ordering::SeqCst) == PAUSED);
+            clock.advance(10 * B);
+            let reader = s.spawn(move || {
+                clock.set_thread_skew(0, 0);
+                let mut t = rlu.thread().unwrap();
+                let mut r = rec.begin(2);
+                let (x, y) = t
+                    .section(|s| {
+                        let x = s.deref(a)?.key;
+                        pause(&READER_MID);
+                        Ok((x, s.deref(b)?.key))
+                    })
+                    .unwrap();
+                r.read_register(0, Some(x));
+                r.read_register(1, Some(y));
+                r.commit();
+                (x, y)
+            });
+            wait_until(|| {
+                READER_MID.load(Ordering::SeqCst) == PAUSED
+                    || READER_BLOCKED.load(Ordering::SeqCst) == 1
+            });
+            WRITER.store(GO, Ordering::SeqCst);
+            wait_until(|| WRITEBACK.load(Ordering::SeqCst) == PAUSED);
+            wait_until(|| READER_MID.load(Ordering::SeqCst) == PAUSED);
+            READER_MID.store(GO, Ordering::SeqCst);
+            seen = reader.join().unwrap();
+            WRITEBACK.store(GO, Ordering::SeqCst);
+            writer.join().unwrap();
+        });
+        let verdict = check_serializable(&rec.history()).map_err(|v| v.to_string());
+        (verdict, seen)
+    }
+
+    #[test]
+    fn without_block_a_reader_mixes_the_old_and_the_new_snapshot() {
+        let (verdict, seen) = script(true);
+        assert_eq!(seen, (1, 2), "the reader should read a's original, then steal b");
+        let err = verdict.expect_err("the checker must reject the torn read");
+        eprintln!("{err}");
+    }
+
+    #[test]
+    fn with_block_the_same_script_reads_one_snapshot() {
+        let (verdict, seen) = script(false);
+        assert_eq!(seen, (2, 2), "the reader waits for the write clock, then steals both");
+        assert_eq!(verdict, Ok(()));
+    }
 }

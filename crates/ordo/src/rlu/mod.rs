@@ -32,8 +32,9 @@
 //!   from a section that has since ended (or aborted) is never returned.
 //! * **Commit**: the writer first ends its read section (so committers never wait for one
 //!   another), then `wc = BLOCK`, `fence(SeqCst)`, `w = now().lo`, `wc = w`, then
-//!   `new_time(w + 2B)`: it spins on `get_ts()` until it returns more than `w + 2B`, which
-//!   means global time has passed `w + 2B` (for the logical clock: one `fetch_add`). Then it
+//!   `new_time(w + 2B)`: it spins until its own reading is past `w + 2B`, so global time has
+//!   passed `w + 2B` (an exact clock — the logical counter — cannot pass a value by itself, so
+//!   there the writer calls `get_ts` until it returns more than `w`: one `fetch_add`). Then it
 //!   takes the run-count snapshot, waits for the readers as above, writes back, unlocks, sets
 //!   `wc = INF` and switches to its other log.
 //!
@@ -66,12 +67,15 @@
 //!
 //! Objects are nodes of a fixed-capacity arena addressed by [`NodeId`], each three data words
 //! (`key`, `next`, `aux`) and a header word, all atomics: the runtime has no `unsafe` code. A
-//! header is 0 when unlocked, otherwise it names the owner thread, the slot of the copy in the
-//! owner's current log and the owner's section number (so a stale header never matches).
-//! Copies live in two logs per thread, used alternately: a log is reused two commits later,
-//! after the next commit's synchronize has waited out every reader that could still steal from
-//! it. Nodes freed in a section are recycled only after the *next* synchronize of the same
-//! thread (or a full grace period when the thread handle is dropped).
+//! header is 0 when unlocked, otherwise it names the owner thread, the log and slot of the copy
+//! and the owner's section number (kept per thread id across handles, so a header is never
+//! reused while anybody could still hold it). A stealing reader copies the fields out and then
+//! re-reads the header: only if it is unchanged — the same section still holds the lock, and
+//! its copies are final once its write clock is published — is the copy returned. Copies live
+//! in two logs per thread, used alternately, so a log is reused only after the next commit's
+//! synchronize. Nodes freed in a section are recycled only after the *next* commit of the same
+//! thread (or a full grace period when the thread handle is dropped); one synchronize already
+//! suffices, since readers that steal never reach an unlinked node.
 //!
 //! Deferral (RLU §3.7, ORDO Fig. 12) is not implemented: every writer commits and
 //! synchronizes at the end of its section.

@@ -157,6 +157,10 @@ pub struct RluShortcuts {
     /// Commit with `new_time(w + B)` instead of `new_time(w + 2B)`: without ORDO's extra
     /// boundary (see the module essay, fact 2).
     pub skip_extra_boundary: bool,
+    /// Do not announce a commit with the `BLOCK` write clock before reading the clock (see the
+    /// module essay, fact 1): a reader may then see one object of the commit as not committing
+    /// and steal another.
+    pub skip_block: bool,
     /// Called at each commit step, so a test can script an interleaving.
     pub hook: Option<fn(RluStep)>,
 }
@@ -165,6 +169,10 @@ pub struct RluShortcuts {
 #[cfg(feature = "shortcuts")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RluStep {
+    /// The writer has read its write clock and is about to publish it.
+    ClockRead,
+    /// A reader met an object of a commit whose write clock is not yet published and waits.
+    ReaderBlocked,
     /// The write clock is drawn and published; the wait until global time passes
     /// `wait_until` comes next.
     ClockDrawn {
@@ -555,10 +563,20 @@ impl<C: Clock> RluThread<C> {
         #[cfg(not(feature = "shortcuts"))]
         let margin = b.saturating_mul(2);
 
-        // SeqCst: readers fenced after the next fence see BLOCK (essay, fact 1).
-        me.write_clock.store(WC_BLOCK, Ordering::SeqCst);
+        #[cfg(feature = "shortcuts")]
+        let block = !shortcuts.skip_block;
+        #[cfg(not(feature = "shortcuts"))]
+        let block = true;
+        if block {
+            // SeqCst: readers fenced after the next fence see BLOCK (essay, fact 1).
+            me.write_clock.store(WC_BLOCK, Ordering::SeqCst);
+        }
         fence(Ordering::SeqCst);
         let w = rlu.clock.now().lo().as_nanos();
+        #[cfg(feature = "shortcuts")]
+        if let Some(hook) = shortcuts.hook {
+            hook(RluStep::ClockRead);
+        }
         // SeqCst: publishes the copies (written before) to stealing readers.
         me.write_clock.store(w, Ordering::SeqCst);
         // new_time(w + 2B): wait until global time is past w + 2B. A clock with a boundary runs
@@ -748,6 +766,12 @@ impl<C: Clock> Section<'_, C> {
             // Acquire: pairs with the SeqCst publication of the write clock in `commit`.
             let wc = other.write_clock.load(Ordering::Acquire);
             if wc == WC_BLOCK {
+                #[cfg(feature = "shortcuts")]
+                if spins == 0 {
+                    if let Some(hook) = rlu.options.shortcuts.hook {
+                        hook(super::RluStep::ReaderBlocked);
+                    }
+                }
                 backoff(&mut spins);
                 continue;
             }
