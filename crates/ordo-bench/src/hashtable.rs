@@ -119,9 +119,14 @@ pub struct HashtableBench<C: Clock> {
     removed: Tally,
 }
 
+/// SplitMix64: advance the counter `x` by the golden gamma and mix it (full period 2^64).
 fn splitmix(x: &mut u64) -> u64 {
     *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
+    mix(*x)
+}
+
+/// The SplitMix64 finaliser: a bijection of `u64` that scrambles every bit.
+fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -189,10 +194,11 @@ enum Op {
 }
 
 impl<C: Clock> HashtableBench<C> {
-    fn pick(&self, thread: usize, state: &mut u64) -> (Op, u64) {
-        let mut x = *state ^ self.cfg.seed.rotate_left(17) ^ thread as u64;
-        let r = splitmix(&mut x);
-        *state = x;
+    /// The next operation of a worker whose generator state is `state` (the driver gives every
+    /// thread a distinct start): a SplitMix64 step, keyed by the seed through a bijection, so
+    /// the sequence keeps its full period and differs per seed.
+    fn pick(&self, state: &mut u64) -> (Op, u64) {
+        let r = mix(splitmix(state) ^ mix(self.cfg.seed));
         let key = (r >> 8) % self.cfg.key_range();
         let op = if (r % 100) as u32 >= self.cfg.update_percent {
             Op::Contains
@@ -222,7 +228,7 @@ impl<C: Clock> HashtableBench<C> {
                 db.stats(),
                 || db.stats(),
                 |t, state| {
-                    let (op, key) = self.pick(t, state);
+                    let (op, key) = self.pick(state);
                     let r = match op {
                         Op::Contains => set.contains(db, key),
                         Op::Insert => set.insert(db, key),
@@ -250,7 +256,7 @@ impl<C: Clock> HashtableBench<C> {
                 let before = stats();
                 let mut r =
                     run_timed(threads, duration, Stats::default(), Stats::default, |t, state| {
-                        let (op, key) = self.pick(t, state);
+                        let (op, key) = self.pick(state);
                         let Ok(mut h) = handles[t].lock() else { return };
                         let r = match op {
                             Op::Contains => h.contains(key),

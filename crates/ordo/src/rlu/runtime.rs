@@ -344,8 +344,8 @@ impl<C: Clock> Rlu<C> {
         let tid = match reused {
             Some(t) => t,
             None => {
-                // Relaxed: the counter only hands out ids; a new thread's state is published to
-                // committers by its own run-count stores.
+                // SeqCst: precedes the thread's first announcement fence, so a committer whose
+                // snapshot fence comes later scans this id (fence-to-fence ordering).
                 let t = self.high_water.fetch_add(1, Ordering::SeqCst) as usize;
                 if t >= self.options.max_threads {
                     self.high_water.fetch_sub(1, Ordering::SeqCst);
