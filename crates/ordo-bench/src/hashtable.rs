@@ -13,6 +13,7 @@
 //! counted by the workers, and checks that every key is in range and appears once.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ordo::hashset::TxnHashSet;
@@ -117,6 +118,8 @@ pub struct HashtableBench<C: Clock> {
     loaded: u64,
     inserted: Tally,
     removed: Tally,
+    /// Runs so far.
+    runs: AtomicU64,
 }
 
 /// SplitMix64: advance the counter `x` by the golden gamma and mix it (full period 2^64).
@@ -182,6 +185,7 @@ pub fn load<C: Clock>(clock: C, cfg: &HashtableConfig) -> Result<HashtableBench<
         loaded,
         inserted: Tally::new(cfg.threads),
         removed: Tally::new(cfg.threads),
+        runs: AtomicU64::new(0),
     })
 }
 
@@ -195,10 +199,11 @@ enum Op {
 
 impl<C: Clock> HashtableBench<C> {
     /// The next operation of a worker whose generator state is `state` (the driver gives every
-    /// thread a distinct start): a SplitMix64 step, keyed by the seed through a bijection, so
-    /// the sequence keeps its full period and differs per seed.
-    fn pick(&self, state: &mut u64) -> (Op, u64) {
-        let r = mix(splitmix(state) ^ mix(self.cfg.seed));
+    /// thread a distinct start, the same in every run): a SplitMix64 step, keyed through a
+    /// bijection by `salt` — the seed and the run number — so the sequence keeps its full
+    /// period and every run draws new operations instead of replaying the last run's.
+    fn pick(&self, state: &mut u64, salt: u64) -> (Op, u64) {
+        let r = mix(splitmix(state) ^ salt);
         let key = (r >> 8) % self.cfg.key_range();
         let op = if (r % 100) as u32 >= self.cfg.update_percent {
             Op::Contains
@@ -221,6 +226,9 @@ impl<C: Clock> HashtableBench<C> {
     /// Runs the timed workload on `threads` threads.
     pub fn run(&self, threads: usize, duration: Duration) -> Result<RunStats, BenchError> {
         HashtableConfig { threads, duration, ..self.cfg.clone() }.validate()?;
+        // Relaxed: only makes each run's operations different.
+        let run_number = self.runs.fetch_add(1, Ordering::Relaxed);
+        let salt = mix(self.cfg.seed) ^ mix(run_number.wrapping_add(0x1234_5678));
         match &self.table {
             Table::Txn { db, set } => Ok(run_timed(
                 threads,
@@ -228,7 +236,7 @@ impl<C: Clock> HashtableBench<C> {
                 db.stats(),
                 || db.stats(),
                 |t, state| {
-                    let (op, key) = self.pick(state);
+                    let (op, key) = self.pick(state, salt);
                     let r = match op {
                         Op::Contains => set.contains(db, key),
                         Op::Insert => set.insert(db, key),
@@ -256,7 +264,7 @@ impl<C: Clock> HashtableBench<C> {
                 let before = stats();
                 let mut r =
                     run_timed(threads, duration, Stats::default(), Stats::default, |t, state| {
-                        let (op, key) = self.pick(state);
+                        let (op, key) = self.pick(state, salt);
                         let Ok(mut h) = handles[t].lock() else { return };
                         let r = match op {
                             Op::Contains => h.contains(key),
