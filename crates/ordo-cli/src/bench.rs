@@ -44,6 +44,8 @@ pub(crate) enum BenchCommand {
     Hashtable(crate::bench_hashtable::HashtableArgs),
     /// The papers' figures at a small scale in a few minutes, one summary, results for `ordo plot`.
     Suite(crate::bench_suite::SuiteArgs),
+    /// STAMP kernels: speedup over sequential, logical vs ORDO clock (ORDO Fig. 15).
+    Stamp(crate::bench_stamp::StampArgs),
 }
 
 /// Flags every workload takes.
@@ -52,9 +54,9 @@ pub(crate) struct CommonBenchArgs {
     /// Thread counts to run: `4`, a list `1,2,4` or a range `1-8`.
     #[arg(long, value_name = "LIST", value_parser = parse_threads)]
     threads: Option<ThreadCounts>,
-    /// Length of one measurement in milliseconds.
-    #[arg(long, value_name = "MS")]
-    duration_ms: Option<u64>,
+    /// Length of one measurement: `500ms`, `2s`, `1m`, or a number of milliseconds.
+    #[arg(long = "duration", visible_alias = "duration-ms", value_name = "TIME", value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Print JSON lines on stdout instead of tables.
     #[arg(long)]
     pub(crate) json: bool,
@@ -79,7 +81,7 @@ impl CommonBenchArgs {
 
     /// `--duration-ms`, if given.
     pub(crate) fn duration(&self) -> Option<Duration> {
-        self.duration_ms.map(Duration::from_millis)
+        self.duration
     }
 }
 
@@ -211,6 +213,30 @@ pub(crate) fn measure_on_clocks(
     }
 }
 
+/// Parses `--duration`: a number with an optional unit `ms`, `s` or `m` (milliseconds when
+/// bare). Zero is refused: a zero-length run measures nothing.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, unit_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e3)
+    } else {
+        (t, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 2s, 1m)"))?;
+    let ms = value * unit_ms;
+    if !ms.is_finite() || !(1.0..=86_400_000.0).contains(&ms) {
+        return Err(format!("{text:?} is out of range: between 1 ms and 24 h"));
+    }
+    Ok(Duration::from_secs_f64(ms / 1e3))
+}
+
 /// A parsed `--threads` value (a newtype so clap treats it as one value).
 #[derive(Clone, Debug)]
 struct ThreadCounts(Vec<usize>);
@@ -249,6 +275,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
         BenchCommand::Hashtable(h) => crate::bench_hashtable::run_hashtable(h),
         BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
+        BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
     }
 }
 
@@ -309,7 +336,7 @@ fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
     };
     let config = ClockBenchConfig {
         thread_counts,
-        duration: common.duration_ms.map_or(clock_bench::DEFAULT_DURATION, Duration::from_millis),
+        duration: common.duration.unwrap_or(clock_bench::DEFAULT_DURATION),
         repetitions: args.repetitions,
         pin_threads: !args.no_pin,
     };
@@ -337,4 +364,33 @@ fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
         print!("{}", report.table());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_refuse_nonsense() {
+        assert_eq!(parse_duration("500"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        for bad in ["0", "0s", "-1s", "abc", "2h", "", "1e400"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // Duplicate flags across flattened argument groups panic at run time; catch them here.
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(subcommand)]
+            bench: BenchCommand,
+        }
+        Probe::command().debug_assert();
+    }
 }

@@ -34,6 +34,7 @@ fn refused(args: &[&str], expected: &str) {
 fn bad_input_is_refused_with_a_clear_message() {
     refused(&["bench", "no-such-workload"], "unrecognized subcommand 'no-such-workload'");
     refused(&["bench", "ycsb", "--threads", "0"], "thread counts must be at least 1");
+    refused(&["bench", "ycsb", "--duration", "0s"], "between 1 ms and 24 h");
     refused(&["bench", "ycsb", "--rows", "100", "--theta", "1.0"], "theta");
     refused(&["bench", "ycsb", "--rows", "100", "--theta=-0.1"], "theta");
     refused(&["bench", "ycsb", "--rows", "100", "--repetitions", "0"], "repetitions");
