@@ -30,6 +30,9 @@ pub enum BenchError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The RLU runtime failed.
+    #[error("RLU runtime error: {0}")]
+    Rlu(#[from] ordo::rlu::RluError),
     /// A result check after the run failed: the workload's model and the database disagree.
     #[error("consistency check failed: {0}")]
     Inconsistent(String),

@@ -8,6 +8,7 @@ pub mod driver;
 pub mod durable;
 pub mod error;
 pub mod harness;
+pub mod hashtable;
 pub mod report;
 pub mod scan_update;
 pub mod stamp;

@@ -40,6 +40,8 @@ pub(crate) enum BenchCommand {
     ScanUpdate(crate::bench_scan::ScanArgs),
     /// SPHT's synthetic read/write mixes over private or shared pools.
     Synthetic(crate::bench_synthetic::SyntheticArgs),
+    /// Hash table of sorted lists, RLU vs transactions, 2% and 40% updates (ORDO Fig. 11).
+    Hashtable(crate::bench_hashtable::HashtableArgs),
     /// The papers' figures at a small scale in a few minutes, one summary, results for `ordo plot`.
     Suite(crate::bench_suite::SuiteArgs),
     /// STAMP kernels: speedup over sequential, logical vs ORDO clock (ORDO Fig. 15).
@@ -273,6 +275,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
+        BenchCommand::Hashtable(h) => crate::bench_hashtable::run_hashtable(h),
         BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
         BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
         BenchCommand::Durable(d) => crate::bench_durable::run_durable(d),

@@ -8,6 +8,7 @@
 
 mod bench;
 mod bench_durable;
+mod bench_hashtable;
 mod bench_scan;
 mod bench_stamp;
 mod bench_suite;
