@@ -39,6 +39,8 @@ pub mod map;
 #[cfg(not(loom))]
 mod mvcc;
 pub mod object;
+#[cfg(not(loom))]
+pub mod oplog;
 mod sync;
 #[cfg(not(loom))]
 pub mod table;
