@@ -38,6 +38,8 @@ pub struct RunStats {
     pub latency: Latency,
     /// Total time spent waiting out write-timestamp uncertainty, per commit, in ns.
     pub write_wait_ns_per_commit: f64,
+    /// Workload-specific figures (e.g. `new_orders_per_s` for TPC-C), by name.
+    pub metrics: Vec<(String, f64)>,
 }
 
 /// Runs `body(thread_index, rng_seed)` on `threads` threads until `duration` has passed. `body`
@@ -110,6 +112,7 @@ where
             p999_ns: hist.value_at_quantile(0.999),
         },
         write_wait_ns_per_commit: wait as f64 / commits_rw.max(1) as f64,
+        metrics: Vec::new(),
     }
 }
 
@@ -182,4 +185,30 @@ where
             .collect()
     });
     results.into_iter().sum()
+}
+
+/// Per-thread counters a workload adds to on its hot path without sharing a cache line, summed
+/// when checked (e.g. the committed updates a post-run check expects).
+#[derive(Debug)]
+pub struct Tally {
+    slots: Vec<crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>>,
+}
+
+impl Tally {
+    /// Counters for up to `threads` threads (more threads share slots modulo the count).
+    pub fn new(threads: usize) -> Self {
+        Tally { slots: (0..threads.max(1)).map(|_| Default::default()).collect() }
+    }
+
+    /// Adds `n` to `thread`'s counter.
+    #[inline]
+    pub fn add(&self, thread: usize, n: u64) {
+        // Relaxed: the total is read after the workers are joined, which orders it.
+        self.slots[thread % self.slots.len()].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The sum of every counter.
+    pub fn total(&self) -> u64 {
+        self.slots.iter().map(|s| s.load(Ordering::Relaxed)).sum()
+    }
 }

@@ -6,8 +6,10 @@
 pub mod clock;
 pub mod driver;
 pub mod error;
+pub mod harness;
 pub mod report;
 pub mod scan_update;
+pub mod stamp;
 pub mod synthetic;
 pub mod ycsb;
 pub mod zipf;

@@ -11,8 +11,9 @@ use ordo::{Addr, Config, Error, Isolation, Options, Ordo, Versions};
 use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
-use crate::driver::{RunStats, run_timed};
+use crate::driver::{RunStats, Tally, run_timed};
 use crate::error::BenchError;
+use crate::harness::Loaded;
 
 /// Where a transaction's objects come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -81,6 +82,10 @@ pub struct SyntheticTable<C: Clock> {
     /// The database.
     pub db: Ordo<C>,
     pools: Vec<Vec<Addr>>,
+    /// The configuration it was loaded with (threads and duration are set per run).
+    cfg: SyntheticConfig,
+    /// Committed increments, counted per thread by every run.
+    writes: Tally,
 }
 
 /// Creates the database and its pools (one per thread, or one shared).
@@ -102,7 +107,7 @@ pub fn load<C: Clock>(clock: C, cfg: &SyntheticConfig) -> Result<SyntheticTable<
         }
         pools.push(pool);
     }
-    Ok(SyntheticTable { db, pools })
+    Ok(SyntheticTable { db, pools, cfg: cfg.clone(), writes: Tally::new(cfg.threads) })
 }
 
 impl<C: Clock> SyntheticTable<C> {
@@ -149,7 +154,9 @@ pub fn run<C: Clock>(table: &SyntheticTable<C>, cfg: &SyntheticConfig) -> RunSta
         |t, state| {
             *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
             let mut rng = SmallRng::seed_from_u64(*state ^ t as u64);
-            let _ = std::hint::black_box(table.transaction(cfg, t, &mut rng));
+            if let Ok(n) = table.transaction(cfg, t, &mut rng) {
+                table.writes.add(t, n);
+            }
         },
     )
 }
@@ -166,6 +173,7 @@ pub fn run_counted<C: Clock>(
         for _ in 0..txns {
             writes += table.transaction(cfg, t, &mut rng)?;
         }
+        table.writes.add(t, writes);
         Ok(writes)
     })?)
 }
@@ -186,4 +194,18 @@ pub fn check<C: Clock>(table: &SyntheticTable<C>, expected_writes: u64) -> Resul
         )));
     }
     Ok(())
+}
+
+impl<C: Clock> Loaded for SyntheticTable<C> {
+    /// Private pools were made for the thread count of the load; a run with more threads
+    /// shares pools modulo that count, so load with the largest count you will measure.
+    fn run(&self, threads: usize, duration: Duration) -> Result<RunStats, BenchError> {
+        let cfg = SyntheticConfig { threads, duration, ..self.cfg.clone() };
+        cfg.validate()?;
+        Ok(run(self, &cfg))
+    }
+
+    fn check(&self) -> Result<(), BenchError> {
+        check(self, self.writes.total())
+    }
 }

@@ -21,8 +21,9 @@ use ordo::{Addr, Config, Error, Isolation, Options, Ordo, Versions};
 use ordo_clock::Clock;
 use rand::{SeedableRng, rngs::SmallRng};
 
-use crate::driver::{RunStats, run_timed};
+use crate::driver::{RunStats, Tally, run_timed};
 use crate::error::BenchError;
+use crate::harness::Loaded;
 use crate::zipf::Zipf;
 
 mod tree;
@@ -140,6 +141,10 @@ pub struct YcsbTable<C: Clock> {
     rows: Vec<Addr>,
     zipf: Zipf,
     tree: Option<tree::TreeIndex>,
+    /// The configuration it was loaded with (threads and duration are set per run).
+    cfg: YcsbConfig,
+    /// Committed updates, counted per thread by every run.
+    updates: Tally,
 }
 
 /// Creates a database on `clock` and loads the table with `load_threads` threads.
@@ -154,7 +159,8 @@ pub fn load<C: Clock>(
     if cfg.operations != Operations::ReadUpdate {
         let index = tree::load(&db, cfg)?;
         let zipf = Zipf::new(cfg.rows, cfg.theta)?;
-        return Ok(YcsbTable { db, rows: Vec::new(), zipf, tree: Some(index) });
+        let (cfg, updates) = (cfg.clone(), Tally::new(cfg.threads));
+        return Ok(YcsbTable { db, rows: Vec::new(), zipf, tree: Some(index), cfg, updates });
     }
     let load_threads = load_threads.max(1);
     let chunks: Vec<Result<Vec<Addr>, Error>> = std::thread::scope(|s| {
@@ -194,7 +200,8 @@ pub fn load<C: Clock>(
         rows.extend(c?);
     }
     let zipf = Zipf::new(cfg.rows, cfg.theta)?;
-    Ok(YcsbTable { db, rows, zipf, tree: None })
+    let (cfg, updates) = (cfg.clone(), Tally::new(cfg.threads));
+    Ok(YcsbTable { db, rows, zipf, tree: None, cfg, updates })
 }
 
 /// A worker thread's key chooser, row buffer and request plan.
@@ -229,14 +236,9 @@ pub fn run<C: Clock>(table: &YcsbTable<C>, cfg: &YcsbConfig) -> RunStats {
                         Vec::new(),
                     )
                 });
-                let _ = std::hint::black_box(one_transaction(
-                    table,
-                    cfg,
-                    writes_possible,
-                    rng,
-                    buf,
-                    plan,
-                ));
+                if let Ok(n @ 1..) = one_transaction(table, cfg, writes_possible, rng, buf, plan) {
+                    table.updates.add(thread, n);
+                }
             });
         },
     )
@@ -341,6 +343,7 @@ pub fn run_counted<C: Clock>(
         for _ in 0..txns_per_thread {
             updates += one_transaction(table, cfg, true, &mut rng, &mut buf, &mut plan)?;
         }
+        table.updates.add(t, updates);
         Ok(updates)
     })?)
 }
@@ -368,5 +371,17 @@ pub fn tree_rows<C: Clock>(table: &YcsbTable<C>) -> Result<Vec<(u64, Vec<u8>)>, 
     match &table.tree {
         Some(index) => tree::rows(&table.db, index),
         None => Ok(Vec::new()),
+    }
+}
+
+impl<C: Clock> Loaded for YcsbTable<C> {
+    fn run(&self, threads: usize, duration: Duration) -> Result<RunStats, BenchError> {
+        let cfg = YcsbConfig { threads, duration, ..self.cfg.clone() };
+        cfg.validate()?;
+        Ok(run(self, &cfg))
+    }
+
+    fn check(&self) -> Result<(), BenchError> {
+        check(self, self.updates.total())
     }
 }

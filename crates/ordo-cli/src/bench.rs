@@ -5,11 +5,16 @@
 //! and a function next to [`run_clock`]; the measurement logic lives in `ordo-bench`, the CLI
 //! only builds clocks, shows progress and prints.
 
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ordo::{Isolation, Versions};
 use ordo_bench::clock::{self as clock_bench, ClockBenchConfig};
+use ordo_bench::error::BenchError;
+use ordo_bench::harness::{self, Instance, Loaded, Plan, Record};
 use ordo_clock::calibrate::DEFAULT_RUNS;
 use ordo_clock::cores::{parse_core_list, usable_cores};
 use ordo_clock::{AnyClock, CalibrateOptions, Clock, ClockChoice, ClockKind};
@@ -35,6 +40,8 @@ pub(crate) enum BenchCommand {
     ScanUpdate(crate::bench_scan::ScanArgs),
     /// SPHT's synthetic read/write mixes over private or shared pools.
     Synthetic(crate::bench_synthetic::SyntheticArgs),
+    /// The papers' figures at a small scale in a few minutes, one summary, results for `ordo plot`.
+    Suite(crate::bench_suite::SuiteArgs),
 }
 
 /// Flags every workload takes.
@@ -43,9 +50,9 @@ pub(crate) struct CommonBenchArgs {
     /// Thread counts to run: `4`, a list `1,2,4` or a range `1-8`.
     #[arg(long, value_name = "LIST", value_parser = parse_threads)]
     threads: Option<ThreadCounts>,
-    /// Length of one measurement in milliseconds.
-    #[arg(long, value_name = "MS")]
-    duration_ms: Option<u64>,
+    /// Length of one measurement: `500ms`, `2s`, `1m`, or a number of milliseconds.
+    #[arg(long = "duration", visible_alias = "duration-ms", value_name = "TIME", value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Print JSON lines on stdout instead of tables.
     #[arg(long)]
     pub(crate) json: bool,
@@ -70,8 +77,160 @@ impl CommonBenchArgs {
 
     /// `--duration-ms`, if given.
     pub(crate) fn duration(&self) -> Option<Duration> {
-        self.duration_ms.map(Duration::from_millis)
+        self.duration
     }
+}
+
+/// Flags of the workloads measured through [`harness`].
+#[derive(Args, Debug, Clone)]
+pub(crate) struct MeasureArgs {
+    /// Runs per (threads, clock) cell, interleaved across clocks.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub(crate) repetitions: usize,
+    /// Also append every run as a JSON line to FILE (input of `ordo plot`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) out: Option<PathBuf>,
+}
+
+/// Engine flags of the workloads that run transactions.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct EngineArgs {
+    /// Isolation: strict-serializable, serializable, strict-si, si.
+    #[arg(long, value_name = "MODE", default_value = "strict-serializable", value_parser = parse_isolation)]
+    pub(crate) isolation: Isolation,
+    /// Versions: single or multi.
+    #[arg(long, value_name = "MODE", default_value = "single", value_parser = parse_versions)]
+    pub(crate) versions: Versions,
+    /// Seed of the workload's random choices.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+}
+
+fn parse_isolation(text: &str) -> Result<Isolation, String> {
+    text.parse().map_err(|e: ordo::Error| e.to_string())
+}
+
+fn parse_versions(text: &str) -> Result<Versions, String> {
+    text.parse().map_err(|e: ordo::Error| e.to_string())
+}
+
+/// Loads a workload on one clock.
+pub(crate) type Loader<'a> = dyn Fn(AnyClock) -> Result<Box<dyn Loaded>, BenchError> + 'a;
+
+/// Opens the clocks of `--clock` (or `default_clocks`), loads the workload once per clock and
+/// measures `plan` through the harness: progress on stderr, JSON lines on stdout with `--json`
+/// (and appended to `--out`), else the summary table.
+pub(crate) fn measure_plan(
+    common: &CommonBenchArgs,
+    measure: &MeasureArgs,
+    plan: &Plan,
+    default_clocks: &[ClockChoice],
+    load: &Loader<'_>,
+) -> Result<Vec<Record>, CliError> {
+    plan.validate()?;
+    let clocks = open_clocks(common, default_clocks)?;
+    let records = measure_on_clocks(common.json, measure.out.as_deref(), plan, clocks, load)?;
+    if !common.json {
+        print!("{}", harness::summary(&records));
+    }
+    Ok(records)
+}
+
+/// [`measure_plan`] on clocks already opened; prints JSON lines but no summary.
+pub(crate) fn measure_on_clocks(
+    json: bool,
+    out: Option<&Path>,
+    plan: &Plan,
+    clocks: Vec<AnyClock>,
+    load: &Loader<'_>,
+) -> Result<Vec<Record>, CliError> {
+    plan.validate()?;
+    let mut file = match out {
+        Some(path) => Some((
+            std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+                CliError::ResultsFile { path: path.to_owned(), action: "open", source }
+            })?,
+            path,
+        )),
+        None => None,
+    };
+    let mut instances = Vec::with_capacity(clocks.len());
+    for clock in clocks {
+        let description = clock.describe();
+        eprintln!(
+            "loading {} {} on the {} clock ...",
+            plan.workload,
+            plan.variant,
+            description.kind.name()
+        );
+        instances.push(Instance { clock: description, loaded: load(clock)? });
+    }
+    let total = plan.thread_counts.len() * plan.repetitions * instances.len();
+    let bar = progress_bar(total);
+    let mut write_error = None;
+    let result = harness::measure(plan, &instances, &mut |p| {
+        bar.set_position(u64::try_from(p.done).unwrap_or(u64::MAX));
+        let Some(record) = p.record else {
+            bar.set_message(format!(
+                "{} {}: {} threads, {} clock, run {}",
+                plan.workload,
+                plan.variant,
+                p.threads,
+                p.clock.name(),
+                p.repetition + 1
+            ));
+            return;
+        };
+        let line = match serde_json::to_string(record) {
+            Ok(line) => line,
+            Err(e) => {
+                write_error.get_or_insert(CliError::Json(e));
+                return;
+            }
+        };
+        if json {
+            bar.suspend(|| println!("{line}"));
+        }
+        if let Some((f, path)) = &mut file {
+            if let Err(source) = writeln!(f, "{line}") {
+                write_error.get_or_insert(CliError::ResultsFile {
+                    path: path.to_path_buf(),
+                    action: "append to",
+                    source,
+                });
+            }
+        }
+    });
+    bar.finish_and_clear();
+    let records = result?;
+    match write_error {
+        Some(e) => Err(e),
+        None => Ok(records),
+    }
+}
+
+/// Parses `--duration`: a number with an optional unit `ms`, `s` or `m` (milliseconds when
+/// bare). Zero is refused: a zero-length run measures nothing.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, unit_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e3)
+    } else {
+        (t, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 2s, 1m)"))?;
+    let ms = value * unit_ms;
+    if !ms.is_finite() || !(1.0..=86_400_000.0).contains(&ms) {
+        return Err(format!("{text:?} is out of range: between 1 ms and 24 h"));
+    }
+    Ok(Duration::from_secs_f64(ms / 1e3))
 }
 
 /// A parsed `--threads` value (a newtype so clap treats it as one value).
@@ -110,6 +269,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
+        BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
     }
 }
 
@@ -170,7 +330,7 @@ fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
     };
     let config = ClockBenchConfig {
         thread_counts,
-        duration: common.duration_ms.map_or(clock_bench::DEFAULT_DURATION, Duration::from_millis),
+        duration: common.duration.unwrap_or(clock_bench::DEFAULT_DURATION),
         repetitions: args.repetitions,
         pin_threads: !args.no_pin,
     };
@@ -198,4 +358,33 @@ fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
         print!("{}", report.table());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_refuse_nonsense() {
+        assert_eq!(parse_duration("500"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        for bad in ["0", "0s", "-1s", "abc", "2h", "", "1e400"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // Duplicate flags across flattened argument groups panic at run time; catch them here.
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(subcommand)]
+            bench: BenchCommand,
+        }
+        Probe::command().debug_assert();
+    }
 }

@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use ordo::{Isolation, Versions};
-use ordo_bench::driver::Spread;
+use ordo_bench::harness::{Loaded, Plan};
 use ordo_bench::synthetic::{self, MIXES, Pool, SyntheticConfig};
 use ordo_clock::ClockChoice;
 
-use crate::bench::{CommonBenchArgs, open_clocks, progress_bar};
+use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_on_clocks, open_clocks};
 use crate::error::CliError;
 
 /// Pools.
@@ -26,6 +25,10 @@ pub(crate) enum PoolArg {
 pub(crate) struct SyntheticArgs {
     #[command(flatten)]
     pub(crate) common: CommonBenchArgs,
+    #[command(flatten)]
+    pub(crate) measure: MeasureArgs,
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
     /// Mixes to run, comma-separated: 5r5w, 45r5w, 9r1w, 5r45w.
     #[arg(long, value_delimiter = ',', default_values_t = MIXES.map(|m| m.0.to_owned()).to_vec())]
     mixes: Vec<String>,
@@ -35,112 +38,91 @@ pub(crate) struct SyntheticArgs {
     /// Objects per pool.
     #[arg(long, default_value_t = 65_536)]
     pool_objects: usize,
-    /// Isolation: strict-serializable, serializable, strict-si, si.
-    #[arg(long, default_value = "strict-serializable")]
-    isolation: String,
-    /// Versions: single or multi.
-    #[arg(long, default_value = "single")]
-    versions: String,
-    /// Measurements per cell, interleaved across clocks.
-    #[arg(long, default_value_t = 3)]
+}
+
+/// The configuration of mix `name`, or a usage error naming the known mixes.
+pub(crate) fn config(
+    name: &str,
+    pool: Pool,
+    pool_objects: usize,
+    engine: &EngineArgs,
+    threads_max: usize,
+    duration: Duration,
+) -> Result<SyntheticConfig, CliError> {
+    let (_, reads, writes) = MIXES.iter().find(|m| m.0 == name).copied().ok_or_else(|| {
+        CliError::Usage(format!("unknown mix {name:?}; expected 5r5w, 45r5w, 9r1w or 5r45w"))
+    })?;
+    let cfg = SyntheticConfig {
+        reads,
+        writes,
+        pool,
+        pool_objects,
+        threads: threads_max,
+        duration,
+        isolation: engine.isolation,
+        versions: engine.versions,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// The harness plan of one mix.
+pub(crate) fn plan(
+    name: &str,
+    cfg: &SyntheticConfig,
+    thread_counts: Vec<usize>,
     repetitions: usize,
+) -> Result<Plan, CliError> {
+    let pool = match cfg.pool {
+        Pool::Private => "private",
+        Pool::Shared => "shared",
+    };
+    Ok(Plan {
+        workload: "synthetic".into(),
+        variant: format!("{name} {pool}"),
+        config: serde_json::to_value(cfg)?,
+        thread_counts,
+        duration: cfg.duration,
+        repetitions,
+    })
+}
+
+/// Loads the pools of `cfg` on one clock.
+pub(crate) fn load(
+    cfg: &SyntheticConfig,
+) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + '_ {
+    move |clock| Ok(Box::new(synthetic::load(clock, cfg)?) as Box<dyn Loaded>)
 }
 
 pub(crate) fn run_synthetic(args: &SyntheticArgs) -> Result<(), CliError> {
     let common = &args.common;
-    let isolation: Isolation =
-        args.isolation.parse().map_err(|e: ordo::Error| CliError::Usage(e.to_string()))?;
-    let versions: Versions =
-        args.versions.parse().map_err(|e: ordo::Error| CliError::Usage(e.to_string()))?;
-    if args.repetitions == 0 {
-        return Err(CliError::Usage("--repetitions must be at least 1".into()));
-    }
-    let mut mixes = Vec::new();
-    for name in &args.mixes {
-        let m = MIXES.iter().find(|m| m.0 == name).ok_or_else(|| {
-            CliError::Usage(format!("unknown mix {name:?}; expected 5r5w, 45r5w, 9r1w or 5r45w"))
-        })?;
-        mixes.push(*m);
-    }
     let pool = match args.pool {
         PoolArg::Private => Pool::Private,
         PoolArg::Shared => Pool::Shared,
     };
     let thread_counts = common.thread_counts()?;
+    let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
     let duration = common.duration().unwrap_or(Duration::from_secs(1));
-    let clocks: Vec<_> = open_clocks(common, &[ClockChoice::Logical, ClockChoice::Ordo])?
-        .into_iter()
-        .map(std::sync::Arc::new)
-        .collect();
-    let bar = progress_bar(mixes.len() * thread_counts.len() * args.repetitions * clocks.len());
-    println!(
-        "synthetic: {:?} pools of {} objects, {}, {}, {} ms per run; tx/s median [min-max]",
-        pool,
-        args.pool_objects,
-        isolation.name(),
-        args.versions,
-        duration.as_millis()
-    );
-    for (name, reads, writes) in mixes {
-        for &threads in &thread_counts {
-            let cfg = SyntheticConfig {
-                reads,
-                writes,
-                pool,
-                pool_objects: args.pool_objects,
-                threads,
-                duration,
-                isolation,
-                versions,
-            };
-            let tables = clocks
-                .iter()
-                .map(|c| synthetic::load(c.clone(), &cfg))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut runs: Vec<Vec<f64>> = vec![Vec::new(); tables.len()];
-            for _ in 0..args.repetitions {
-                for (i, t) in tables.iter().enumerate() {
-                    let r = synthetic::run(t, &cfg);
-                    if common.json {
-                        println!(
-                            "{}",
-                            serde_json::json!({
-                                "workload": "synthetic", "mix": name, "config": &cfg,
-                                "clock": clocks[i].describe(), "result": &r,
-                                "git_revision": ordo_bench::report::git_revision(),
-                                "machine": ordo_bench::report::Machine::read(),
-                            })
-                        );
-                    }
-                    runs[i].push(r.tx_per_s);
-                    bar.inc(1);
-                }
-            }
-            let line: Vec<String> = clocks
-                .iter()
-                .zip(&runs)
-                .map(|(c, r)| {
-                    let s = Spread::of(r);
-                    format!(
-                        "{} {:.0} [{:.0}-{:.0}]",
-                        c.describe().kind.name(),
-                        s.median,
-                        s.min,
-                        s.max
-                    )
-                })
-                .collect();
-            let ratio = if runs.len() == 2 {
-                format!(
-                    "  ordo/logical {:.2}",
-                    Spread::of(&runs[1]).median / Spread::of(&runs[0]).median.max(1e-9)
-                )
-            } else {
-                String::new()
-            };
-            bar.suspend(|| println!("{name:>6} {threads} threads: {}{ratio}", line.join("  ")));
-        }
+    let mut plans = Vec::new();
+    for name in &args.mixes {
+        let cfg = config(name, pool, args.pool_objects, &args.engine, threads_max, duration)?;
+        plans.push(plan(name, &cfg, thread_counts.clone(), args.measure.repetitions)?);
+        plans.last_mut().map(|p| p.validate()).transpose()?;
     }
-    bar.finish_and_clear();
+    let mut records = Vec::new();
+    for (name, plan) in args.mixes.iter().zip(&plans) {
+        let cfg = config(name, pool, args.pool_objects, &args.engine, threads_max, duration)?;
+        let clocks = open_clocks(common, &[ClockChoice::Logical, ClockChoice::Ordo])?;
+        records.extend(measure_on_clocks(
+            common.json,
+            args.measure.out.as_deref(),
+            plan,
+            clocks,
+            &load(&cfg),
+        )?);
+    }
+    if !common.json {
+        print!("{}", ordo_bench::harness::summary(&records));
+    }
     Ok(())
 }

@@ -6,12 +6,11 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use ordo::{Isolation, Versions};
-use ordo_bench::driver::{RunStats, Spread};
+use ordo_bench::harness::{Loaded, Plan};
 use ordo_bench::ycsb::{self, Operations, YcsbConfig};
-use ordo_clock::{ClockChoice, ClockKind};
+use ordo_clock::ClockChoice;
 
-use crate::bench::{CommonBenchArgs, open_clocks, progress_bar};
+use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan};
 use crate::error::CliError;
 
 /// Request mixes.
@@ -38,8 +37,22 @@ pub(crate) enum Mix {
 }
 
 impl Mix {
+    /// The name `--mix` spells.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mix::Ro2 => "ro2",
+            Mix::A => "a",
+            Mix::B => "b",
+            Mix::C => "c",
+            Mix::F => "f",
+            Mix::Dbx => "dbx",
+            Mix::D => "d",
+            Mix::E => "e",
+        }
+    }
+
     /// (requests, read ratio, theta)
-    fn preset(self) -> (usize, f64, f64) {
+    pub(crate) fn preset(self) -> (usize, f64, f64) {
         match self {
             Mix::Ro2 | Mix::C => (2, 1.0, 0.0),
             Mix::A | Mix::F => (2, 0.5, 0.0),
@@ -50,7 +63,8 @@ impl Mix {
         }
     }
 
-    fn operations(self) -> Operations {
+    /// What the requests do: D and E insert and so run over the B+tree.
+    pub(crate) fn operations(self) -> Operations {
         match self {
             Mix::D => Operations::ReadInsertLatest,
             Mix::E => Operations::ScanInsert,
@@ -64,6 +78,10 @@ impl Mix {
 pub(crate) struct YcsbArgs {
     #[command(flatten)]
     pub(crate) common: CommonBenchArgs,
+    #[command(flatten)]
+    pub(crate) measure: MeasureArgs,
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
     /// The request mix; the flags below override its parts.
     #[arg(long, value_enum, default_value_t = Mix::Ro2)]
     mix: Mix,
@@ -82,199 +100,80 @@ pub(crate) struct YcsbArgs {
     /// Zipf skew in [0, 1) [default: from --mix].
     #[arg(long)]
     theta: Option<f64>,
-    /// Isolation: strict-serializable, serializable, strict-si, si.
-    #[arg(long, default_value = "strict-serializable")]
-    isolation: String,
-    /// Versions: single or multi.
-    #[arg(long, default_value = "single")]
-    versions: String,
-    /// Measurements per (threads, clock) cell, interleaved across clocks.
-    #[arg(long, default_value_t = 3)]
-    repetitions: usize,
-    /// Seed of the key choosers.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// The longest scan of --mix e; lengths are uniform in 1..=N.
+    /// The longest scan of --mix e; scan lengths are uniform in 1..=N.
     #[arg(long, value_name = "N", default_value_t = 100)]
     scan_length_max: usize,
 }
 
-/// One measured cell.
-#[derive(serde::Serialize)]
-struct Line<'a> {
-    workload: &'static str,
-    config: &'a YcsbConfig,
-    clock: ordo_clock::ClockDescription,
-    repetition: usize,
-    result: &'a RunStats,
-    git_revision: &'a str,
-    machine: &'a ordo_bench::report::Machine,
+/// The YCSB configuration of `mix` with the engine flags, for `threads` threads at most.
+pub(crate) fn config(
+    mix: Mix,
+    rows: u64,
+    value_bytes: usize,
+    engine: &EngineArgs,
+    threads_max: usize,
+) -> YcsbConfig {
+    let (requests, read_ratio, theta) = mix.preset();
+    YcsbConfig {
+        rows,
+        value_bytes,
+        requests,
+        read_ratio,
+        theta,
+        threads: threads_max,
+        duration: Duration::from_secs(2),
+        isolation: engine.isolation,
+        versions: engine.versions,
+        seed: engine.seed,
+        operations: mix.operations(),
+        scan_length_max: 100,
+    }
+}
+
+/// The harness plan and loader of a YCSB configuration.
+pub(crate) fn plan(
+    variant: &str,
+    cfg: &YcsbConfig,
+    thread_counts: Vec<usize>,
+    repetitions: usize,
+) -> Result<Plan, CliError> {
+    for &t in &thread_counts {
+        YcsbConfig { threads: t, ..cfg.clone() }.validate()?;
+    }
+    Ok(Plan {
+        workload: "ycsb".into(),
+        variant: variant.into(),
+        config: serde_json::to_value(cfg)?,
+        thread_counts,
+        duration: cfg.duration,
+        repetitions,
+    })
+}
+
+/// Loads the YCSB table of `cfg` on one clock.
+pub(crate) fn load(
+    cfg: &YcsbConfig,
+) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + '_ {
+    move |clock| Ok(Box::new(ycsb::load(clock, cfg, 2)?) as Box<dyn Loaded>)
 }
 
 pub(crate) fn run_ycsb(args: &YcsbArgs) -> Result<(), CliError> {
     let common = &args.common;
-    let (requests, read_ratio, theta) = args.mix.preset();
-    let isolation: Isolation =
-        args.isolation.parse().map_err(|e: ordo::Error| CliError::Usage(e.to_string()))?;
-    let versions: Versions =
-        args.versions.parse().map_err(|e: ordo::Error| CliError::Usage(e.to_string()))?;
-    if args.repetitions == 0 {
-        return Err(CliError::Usage("--repetitions must be at least 1".into()));
-    }
     let thread_counts = common.thread_counts()?;
-    let base = YcsbConfig {
-        rows: args.rows,
-        value_bytes: args.value_bytes,
-        requests: args.requests.unwrap_or(requests),
-        read_ratio: args.read_ratio.unwrap_or(read_ratio),
-        theta: args.theta.unwrap_or(theta),
-        threads: thread_counts.iter().copied().max().unwrap_or(1),
-        duration: common.duration().unwrap_or(Duration::from_secs(2)),
-        isolation,
-        versions,
-        seed: args.seed,
-        operations: args.mix.operations(),
-        scan_length_max: args.scan_length_max,
-    };
-    for &t in &thread_counts {
-        YcsbConfig { threads: t, ..base.clone() }.validate()?;
-    }
-    let clocks = open_clocks(common, &[ClockChoice::Logical, ClockChoice::Ordo])?;
-    let machine = ordo_bench::report::Machine::read();
-    let revision = ordo_bench::report::git_revision();
-    eprintln!(
-        "loading {} rows of {} bytes per clock{} ...",
-        base.rows,
-        base.value_bytes,
-        if base.operations == Operations::ReadUpdate { "" } else { " into a B+tree" }
-    );
-    let mut tables = Vec::new();
-    for clock in clocks {
-        let description = clock.describe();
-        let table = ycsb::load(clock, &base, 2)?;
-        tables.push((description, table));
-    }
-    let bar = progress_bar(thread_counts.len() * args.repetitions * tables.len());
-    let mut results: Vec<(usize, ClockKind, Vec<RunStats>)> = Vec::new();
-    for &threads in &thread_counts {
-        let cfg = YcsbConfig { threads, ..base.clone() };
-        for (d, _) in &tables {
-            results.push((threads, d.kind, Vec::new()));
-        }
-        for rep in 0..args.repetitions {
-            for (d, table) in &tables {
-                bar.set_message(format!(
-                    "{} threads, {} clock, run {}",
-                    threads,
-                    d.kind.name(),
-                    rep + 1
-                ));
-                let r = ycsb::run(table, &cfg);
-                if common.json {
-                    let line = Line {
-                        workload: "ycsb",
-                        config: &cfg,
-                        clock: d.clone(),
-                        repetition: rep,
-                        result: &r,
-                        git_revision: &revision,
-                        machine: &machine,
-                    };
-                    println!("{}", serde_json::to_string(&line)?);
-                }
-                if let Some(slot) =
-                    results.iter_mut().find(|(t, k, _)| *t == threads && *k == d.kind)
-                {
-                    slot.2.push(r);
-                }
-                bar.inc(1);
-            }
-        }
-    }
-    bar.finish_and_clear();
-    if base.operations != Operations::ReadUpdate {
-        // D and E check every committed read and scan during the runs; this reports the
-        // violations (if any) and verifies every insert landed.
-        eprintln!("checking the trees ...");
-        for (_, table) in &tables {
-            ycsb::check(table, 0)?;
-        }
-    }
-    if !common.json {
-        print_summary(&base, &tables.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>(), &results);
-    }
+    let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
+    let mut cfg = config(args.mix, args.rows, args.value_bytes, &args.engine, threads_max);
+    cfg.requests = args.requests.unwrap_or(cfg.requests);
+    cfg.read_ratio = args.read_ratio.unwrap_or(cfg.read_ratio);
+    cfg.theta = args.theta.unwrap_or(cfg.theta);
+    cfg.scan_length_max = args.scan_length_max;
+    cfg.duration = common.duration().unwrap_or(cfg.duration);
+    let plan = plan(args.mix.name(), &cfg, thread_counts, args.measure.repetitions)?;
+    measure_plan(
+        common,
+        &args.measure,
+        &plan,
+        &[ClockChoice::Logical, ClockChoice::Ordo],
+        &load(&cfg),
+    )?;
     Ok(())
-}
-
-fn print_summary(
-    cfg: &YcsbConfig,
-    clocks: &[ordo_clock::ClockDescription],
-    results: &[(usize, ClockKind, Vec<RunStats>)],
-) {
-    println!(
-        "YCSB{}: {} rows x {} B, {} requests/tx, read ratio {}, theta {}, {}, {:?} versions, {} ms per run",
-        match cfg.operations {
-            Operations::ReadUpdate => String::new(),
-            Operations::ReadInsertLatest => " D (reads of the latest, inserts)".to_owned(),
-            Operations::ScanInsert =>
-                format!(" E (scans of 1..={} rows, inserts)", cfg.scan_length_max),
-        },
-        cfg.rows,
-        cfg.value_bytes,
-        cfg.requests,
-        cfg.read_ratio,
-        cfg.theta,
-        cfg.isolation.name(),
-        cfg.versions,
-        cfg.duration.as_millis()
-    );
-    for c in clocks {
-        println!("  clock: {c}");
-    }
-    println!(
-        "{:>7} {:>8} {:>14} {:>23} {:>8} {:>9} {:>9} {:>9} {:>10}",
-        "threads",
-        "clock",
-        "tx/s (median)",
-        "min - max",
-        "aborts",
-        "p50 ns",
-        "p99 ns",
-        "p999 ns",
-        "wait ns/c"
-    );
-    for (threads, kind, runs) in results {
-        let tps: Vec<f64> = runs.iter().map(|r| r.tx_per_s).collect();
-        let s = Spread::of(&tps);
-        let mid = runs
-            .iter()
-            .min_by(|a, b| (a.tx_per_s - s.median).abs().total_cmp(&(b.tx_per_s - s.median).abs()));
-        let Some(m) = mid else { continue };
-        println!(
-            "{:>7} {:>8} {:>14.0} {:>11.0} - {:<9.0} {:>7.2}% {:>9} {:>9} {:>9} {:>10.0}",
-            threads,
-            kind.name(),
-            s.median,
-            s.min,
-            s.max,
-            m.abort_rate * 100.0,
-            m.latency.p50_ns,
-            m.latency.p99_ns,
-            m.latency.p999_ns,
-            m.write_wait_ns_per_commit
-        );
-    }
-    // Ratio ordo / logical per thread count.
-    let median = |t: usize, k: ClockKind| {
-        results.iter().find(|(th, kk, _)| *th == t && *kk == k).map(|(_, _, runs)| {
-            Spread::of(&runs.iter().map(|r| r.tx_per_s).collect::<Vec<_>>()).median
-        })
-    };
-    let mut threads: Vec<usize> = results.iter().map(|(t, _, _)| *t).collect();
-    threads.dedup();
-    for t in threads {
-        if let (Some(o), Some(l)) = (median(t, ClockKind::Ordo), median(t, ClockKind::Logical)) {
-            println!("ratio ordo/logical at {t} threads: {:.2}", o / l.max(1e-9));
-        }
-    }
 }

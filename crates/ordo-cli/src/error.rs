@@ -42,6 +42,26 @@ pub(crate) enum CliError {
     /// A workload could not run (bad parameters, engine failure, failed result check).
     #[error(transparent)]
     Bench(#[from] ordo_bench::error::BenchError),
+    /// A results file (`--out`, `ordo plot` input) cannot be used.
+    #[error("cannot {action} results file {}: {source}", path.display())]
+    ResultsFile {
+        /// The file.
+        path: PathBuf,
+        /// What was being done: "open", "read", "append to".
+        action: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A results file holds a line that is not a benchmark record.
+    #[error("{}:{line}: not a benchmark record: {detail}", path.display())]
+    ResultsFormat {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// A flag combination that cannot work.
     #[error("{0}")]
     Usage(String),

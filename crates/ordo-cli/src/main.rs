@@ -8,12 +8,14 @@
 
 mod bench;
 mod bench_scan;
+mod bench_suite;
 mod bench_synthetic;
 mod bench_ycsb;
 mod calibrate;
 mod clock_setup;
 mod error;
 mod plot;
+mod plot_results;
 
 use std::process::ExitCode;
 
@@ -33,6 +35,8 @@ enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Run a benchmark workload.
     Bench(bench::BenchArgs),
+    /// Draw figures from benchmark results (JSON lines of `ordo bench --json` or `--out`).
+    Plot(plot_results::PlotArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Plot(args) => plot_results::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -61,22 +61,46 @@ impl PlotTarget {
     }
 }
 
+/// Something drawable on any plotters backend.
+pub(crate) trait Figure {
+    /// Draws the figure on `root`.
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
+}
+
+/// Draws `figure` into `target` at `size` pixels, in the target's format.
+pub(crate) fn render(
+    target: PlotTarget,
+    size: (u32, u32),
+    figure: &impl Figure,
+) -> Result<(), CliError> {
+    let drawn = match target.format {
+        PlotFormat::Svg => {
+            let root = SVGBackend::new(&target.path, size).into_drawing_area();
+            figure.draw(&root).and_then(|()| root.present().map_err(|e| e.to_string()))
+        }
+        PlotFormat::Png => {
+            let root = BitMapBackend::new(&target.path, size).into_drawing_area();
+            figure.draw(&root).and_then(|()| root.present().map_err(|e| e.to_string()))
+        }
+    };
+    drawn.map_err(|detail| CliError::PlotDraw { path: target.path.clone(), detail })
+}
+
+/// The calibration heatmap as a [`Figure`].
+struct Heatmap<'a>(&'a Calibration);
+
+impl Figure for Heatmap<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw(root, self.0)
+    }
+}
+
 /// Draws the offset heatmap of `calibration` into `target`.
 pub(crate) fn calibration_heatmap(
     calibration: &Calibration,
     target: PlotTarget,
 ) -> Result<(), CliError> {
-    let drawn = match target.format {
-        PlotFormat::Svg => {
-            let root = SVGBackend::new(&target.path, SIZE).into_drawing_area();
-            draw(&root, calibration).and_then(|()| root.present().map_err(|e| e.to_string()))
-        }
-        PlotFormat::Png => {
-            let root = BitMapBackend::new(&target.path, SIZE).into_drawing_area();
-            draw(&root, calibration).and_then(|()| root.present().map_err(|e| e.to_string()))
-        }
-    };
-    drawn.map_err(|detail| CliError::PlotDraw { path: target.path.clone(), detail })
+    render(target, SIZE, &Heatmap(calibration))
 }
 
 /// The colour of `value` on the scale from `lo` to `hi`.

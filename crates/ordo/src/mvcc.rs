@@ -338,3 +338,48 @@ impl VersionArena {
         Ok(None)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::object::{Expect, ObjectRef};
+
+    fn ts(n: u64) -> Timestamp {
+        Timestamp::from_nanos(n)
+    }
+
+    /// A block filled by copies of a commit still in progress has GC time 0 until the commit
+    /// sets it; it must not be recycled before the commit finishes, however far the safe point.
+    /// (This fails if `copy_head` retires a full block at once instead of via `finish_commit`.)
+    #[test]
+    fn a_block_filled_mid_commit_is_recycled_only_after_the_commit() {
+        let arena = VersionArena::new(4, BudgetPolicy::Abort);
+        let cursor = RefCell::new(Cursor::default());
+        // A quarter-block payload: three copies fit in a block, the fourth opens another.
+        let payload_words = BLOCK_WORDS / 4;
+        let words: Vec<AtomicU64> =
+            (0..HEADER_WORDS + payload_words).map(|_| AtomicU64::new(0)).collect();
+        let obj = ObjectRef::new(&words);
+        let free = obj.try_lock(Expect::Free).unwrap();
+        assert!(!free.is_allocated());
+        obj.install(ts(1), true, payload_words * 8, 0, &vec![7; payload_words]);
+        let head = obj.try_lock(Expect::NotAfter(ts(1))).unwrap();
+        let ovps: Vec<u64> = (0..5).map(|_| arena.copy_head(&cursor, obj, head).unwrap()).collect();
+        assert_eq!(arena.stats().blocks_mapped, 2);
+        // A GC round while the commit is in progress recycles nothing.
+        assert_eq!(arena.collect(ts(1 << 60)), 0, "a block of an unfinished commit was recycled");
+        let mut out = Vec::new();
+        let copy = arena.find(ovps[0], ts(1), &mut out).unwrap().unwrap();
+        assert_eq!(copy.header.ts(), ts(1));
+        assert!(out.iter().all(|w| *w == 7));
+        // The commit sets the GC times, then finishes: the full block is retired.
+        for ovp in &ovps {
+            arena.note_commit(*ovp, ts(2));
+        }
+        arena.finish_commit(&cursor);
+        assert_eq!(arena.collect(ts(2)), 0, "GC time 2 is not below safe point 2");
+        assert_eq!(arena.collect(ts(3)), 1);
+        assert!(arena.find(ovps[0], ts(1), &mut out).is_err(), "a recycled block is poisoned");
+        obj.unlock(head);
+    }
+}

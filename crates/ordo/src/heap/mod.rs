@@ -488,6 +488,43 @@ mod tests {
         assert_eq!(heap.reserve(&mut cache, 200_000).unwrap(), a);
     }
 
+    fn slab_of(a: Addr) -> (u16, u64) {
+        (a.region(), a.offset() / SLAB_BYTES as u64)
+    }
+
+    fn ts(n: u64) -> ordo_clock::Timestamp {
+        ordo_clock::Timestamp::from_nanos(n)
+    }
+
+    /// A slab emptied twice between GC rounds is listed twice; it must be reclaimed (and handed
+    /// out) once, and a stale worker cache naming its old generation must not list it again.
+    #[test]
+    fn a_slab_emptied_twice_is_reclaimed_once() {
+        let heap = small();
+        let mut cache = AllocCache::default();
+        let a = heap.reserve(&mut cache, 1000).unwrap();
+        heap.release(a, Some(ts(5)));
+        let b = heap.reserve(&mut cache, 1000).unwrap();
+        assert_eq!(slab_of(a), slab_of(b));
+        heap.release(b, Some(ts(6)));
+        assert_eq!(lock(&heap.emptied).len(), 2, "both emptyings listed the slab");
+        assert_eq!(heap.reclaim_slabs(ts(5)), 0, "the last free (6) is above the safe point");
+        assert_eq!(heap.reclaim_slabs(ts(6)), 1);
+        assert_eq!(heap.reclaim_slabs(ts(100)), 0);
+        assert_eq!(heap.slabs_reclaimed(), 1);
+        // `cache` still names the slab at its old generation: it must adopt another slab and
+        // not list the reclaimed one as a candidate again.
+        let c = heap.reserve(&mut cache, 1000).unwrap();
+        assert!(lock(&heap.emptied).is_empty());
+        // The reclaimed slab is handed out exactly once: two other classes get distinct slabs.
+        let (mut c1, mut c2) = (AllocCache::default(), AllocCache::default());
+        let x = heap.reserve(&mut c1, 64).unwrap();
+        let y = heap.reserve(&mut c2, 128).unwrap();
+        let slabs = [slab_of(c), slab_of(x), slab_of(y)];
+        assert!(slabs[0] != slabs[1] && slabs[1] != slabs[2] && slabs[0] != slabs[2], "{slabs:?}");
+        assert!(slabs.contains(&slab_of(a)), "the reclaimed slab is reused");
+    }
+
     #[test]
     fn bad_sizes_and_addresses_are_errors() {
         let heap = small();

@@ -1,0 +1,165 @@
+//! `ordo bench suite`: the papers' figures at a small scale in a few minutes.
+//!
+//! Every entry is a harness plan — the same code path as its own `ordo bench` subcommand — run
+//! with every clock of `--clock` (default logical and ordo), interleaved and repeated. The
+//! clocks are opened once for the whole suite, so every entry sees the same ORDO boundary.
+//! The suite prints one summary table at the end (and JSON lines with `--json`), and `--out`
+//! collects every run for `ordo plot`.
+
+use std::time::Duration;
+
+use clap::Args;
+use ordo_bench::harness::{self, Plan, Record};
+use ordo_bench::synthetic::Pool;
+use ordo_clock::ClockChoice;
+
+use crate::bench::{
+    CommonBenchArgs, EngineArgs, Loader, MeasureArgs, measure_on_clocks, open_clocks,
+};
+use crate::bench_ycsb::Mix;
+use crate::error::CliError;
+
+/// `ordo bench suite` flags.
+#[derive(Args, Debug)]
+pub(crate) struct SuiteArgs {
+    #[command(flatten)]
+    common: CommonBenchArgs,
+    #[command(flatten)]
+    measure: MeasureArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Only the entries whose name contains one of these words (e.g. `ycsb,tpcc`).
+    #[arg(long, value_delimiter = ',', value_name = "WORDS")]
+    only: Vec<String>,
+    /// List the entries and exit.
+    #[arg(long)]
+    list: bool,
+    /// Scale factor for table sizes (1 = the suite's small defaults).
+    #[arg(long, default_value_t = 1)]
+    scale: u64,
+}
+
+/// One entry: a plan and how to load it.
+struct Entry<'a> {
+    plan: Plan,
+    load: Box<Loader<'a>>,
+}
+
+/// The suite's entries at `scale`, for the given thread counts and run length.
+fn entries<'a>(
+    engine: &'a EngineArgs,
+    scale: u64,
+    thread_counts: &[usize],
+    duration: Duration,
+    repetitions: usize,
+) -> Result<Vec<Entry<'a>>, CliError> {
+    let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
+    let mut out = Vec::new();
+    // YCSB (ORDO Fig. 13): 100k rows of 1 KB per scale unit.
+    for mix in [Mix::Ro2, Mix::A, Mix::B, Mix::Dbx, Mix::D, Mix::E] {
+        let mut cfg = crate::bench_ycsb::config(mix, 100_000 * scale, 1000, engine, threads_max);
+        cfg.duration = duration;
+        let plan = crate::bench_ycsb::plan(mix.name(), &cfg, thread_counts.to_vec(), repetitions)?;
+        out.push(Entry {
+            plan,
+            load: Box::new(move |clock| {
+                Ok(Box::new(ordo_bench::ycsb::load(clock, &cfg, 2)?)
+                    as Box<dyn ordo_bench::harness::Loaded>)
+            }),
+        });
+    }
+    // SPHT's synthetic mixes (private pools: no contention) and one shared-pool mix.
+    for (name, pool) in [
+        ("5r5w", Pool::Private),
+        ("45r5w", Pool::Private),
+        ("9r1w", Pool::Private),
+        ("5r45w", Pool::Private),
+        ("5r5w", Pool::Shared),
+    ] {
+        let cfg = crate::bench_synthetic::config(
+            name,
+            pool,
+            16_384 * scale as usize,
+            engine,
+            threads_max,
+            duration,
+        )?;
+        let plan = crate::bench_synthetic::plan(name, &cfg, thread_counts.to_vec(), repetitions)?;
+        out.push(Entry {
+            plan,
+            load: Box::new(move |clock| {
+                Ok(Box::new(ordo_bench::synthetic::load(clock, &cfg)?)
+                    as Box<dyn ordo_bench::harness::Loaded>)
+            }),
+        });
+    }
+    Ok(out)
+}
+
+/// Runs `ordo bench suite`.
+pub(crate) fn run_suite(args: &SuiteArgs) -> Result<(), CliError> {
+    let common = &args.common;
+    if args.scale == 0 {
+        return Err(CliError::Usage("--scale must be at least 1".into()));
+    }
+    let thread_counts = common.thread_counts()?;
+    let duration = common.duration().unwrap_or(Duration::from_millis(500));
+    let all =
+        entries(&args.engine, args.scale, &thread_counts, duration, args.measure.repetitions)?;
+    let chosen: Vec<Entry<'_>> = all
+        .into_iter()
+        .filter(|e| {
+            let name = format!("{} {}", e.plan.workload, e.plan.variant);
+            args.only.is_empty() || args.only.iter().any(|w| name.contains(w.as_str()))
+        })
+        .collect();
+    if chosen.is_empty() {
+        return Err(CliError::Usage(format!(
+            "--only {} matches no suite entry (see --list)",
+            args.only.join(",")
+        )));
+    }
+    if args.list {
+        for e in &chosen {
+            println!("{} {}", e.plan.workload, e.plan.variant);
+        }
+        return Ok(());
+    }
+    for e in &chosen {
+        e.plan.validate()?;
+    }
+    let mut records: Vec<Record> = Vec::new();
+    let started = std::time::Instant::now();
+    for (i, e) in chosen.iter().enumerate() {
+        eprintln!(
+            "[{}/{}] {} {} ({:.0} s so far)",
+            i + 1,
+            chosen.len(),
+            e.plan.workload,
+            e.plan.variant,
+            started.elapsed().as_secs_f64()
+        );
+        // Fresh clocks per entry (a logical clock is per database); the ORDO boundary comes
+        // from the calibration cache, so every entry uses the same one.
+        let clocks = open_clocks(common, &[ClockChoice::Logical, ClockChoice::Ordo])?;
+        records.extend(measure_on_clocks(
+            common.json,
+            args.measure.out.as_deref(),
+            &e.plan,
+            clocks,
+            &e.load,
+        )?);
+    }
+    if !common.json {
+        print!("{}", harness::summary(&records));
+        println!("suite took {:.0} s", started.elapsed().as_secs_f64());
+        if let Some(out) = &args.measure.out {
+            println!(
+                "results in {}; draw them with `ordo plot {} -o FIG.svg`",
+                out.display(),
+                out.display()
+            );
+        }
+    }
+    Ok(())
+}
