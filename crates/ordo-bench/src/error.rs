@@ -22,6 +22,9 @@ pub enum BenchError {
     /// The engine failed.
     #[error("engine error: {0}")]
     Engine(#[from] ordo::Error),
+    /// An oplog refused an operation.
+    #[error("oplog error: {0}")]
+    Oplog(#[from] ordo::oplog::OplogError),
     /// A result check after the run failed: the workload's model and the database disagree.
     #[error("consistency check failed: {0}")]
     Inconsistent(String),

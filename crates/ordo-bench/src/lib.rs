@@ -7,6 +7,7 @@ pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod harness;
+pub mod oplog;
 pub mod report;
 pub mod scan_update;
 pub mod stamp;

@@ -40,6 +40,8 @@ pub(crate) enum BenchCommand {
     ScanUpdate(crate::bench_scan::ScanArgs),
     /// SPHT's synthetic read/write mixes over private or shared pools.
     Synthetic(crate::bench_synthetic::SyntheticArgs),
+    /// The Oplog reverse map: per-thread logs merged at reads, logical vs ORDO (ORDO §6.3).
+    Oplog(crate::bench_oplog::OplogArgs),
     /// The papers' figures at a small scale in a few minutes, one summary, results for `ordo plot`.
     Suite(crate::bench_suite::SuiteArgs),
 }
@@ -269,6 +271,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Ycsb(ycsb) => crate::bench_ycsb::run_ycsb(ycsb),
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
+        BenchCommand::Oplog(o) => crate::bench_oplog::run_oplog(o),
         BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
     }
 }

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_oplog;
 mod bench_scan;
 mod bench_suite;
 mod bench_synthetic;
