@@ -191,36 +191,45 @@ fn bad_input_is_a_typed_error() {
     );
 }
 
-/// The negative test: with `raw_timestamps` (original Oplog's unsynchronized counter readings
-/// instead of `get_ts`), an append that follows another in real time, made by a thread whose
-/// counter lags by less than the boundary, sorts before it; the checker rejects the history.
-/// With the step in place the same script passes.
+/// The negative tests. Thread X (counter exact) appends 1, then — after X returned — thread Y
+/// (counter lagging by 800 ns, within the 1000 ns boundary) appends 2; a read must show [1, 2].
+/// * `raw_timestamps` (original Oplog's unsynchronized counter readings instead of `get_ts`):
+///   Y's reading is below X's, so 2 sorts first.
+/// * `uncertain_by_thread` (ORDO §4.4's tie rule applied to `cmp_time`-uncertain timestamps):
+///   with `get_ts`, Y's timestamp is above X's but by less than the boundary, and Y's lower
+///   thread index puts 2 first.
+///
+/// The checker rejects both histories; with neither shortcut the same script passes.
 #[cfg(feature = "shortcuts")]
 #[test]
-fn raw_counter_timestamps_break_real_time_order() {
+fn merging_without_respecting_the_boundary_breaks_real_time_order() {
     use ordo::oplog::OplogShortcuts;
     use ordo_clock::Reference;
 
-    for raw in [false, true] {
+    let none = OplogShortcuts::default();
+    let raw = OplogShortcuts { raw_timestamps: true, ..none };
+    let by_thread = OplogShortcuts { uncertain_by_thread: true, ..none };
+    for shortcuts in [none, raw, by_thread] {
         // A deterministic reference: every reading advances it by 1 ns.
         let clock = TestClock::builder()
             .claimed_boundary_nanos(1_000)
             .reference(Reference::Stepped { start_nanos: 1_000_000, step_nanos: 1 })
             .build();
-        let oplog = Oplog::new(Lists::default(), clock.clone(), 2)
-            .unwrap()
-            .with_shortcuts(OplogShortcuts { raw_timestamps: raw });
+        let oplog =
+            Oplog::new(Lists::default(), clock.clone(), 2).unwrap().with_shortcuts(shortcuts);
         let rec = Recorder::new();
-        // X's counter is exact; Y's lags by 800 ns, within the 1000 ns boundary.
+        let mut stamps = Vec::new();
         for (thread, offset_nanos, value) in [(1usize, 0i64, 1u64), (0, -800, 2)] {
             std::thread::scope(|s| {
-                s.spawn(|| {
+                let h = s.spawn(|| {
                     clock.set_thread_skew(offset_nanos, 0);
                     let mut tx = rec.begin(thread as u32);
-                    oplog.log(thread, Append { key: 1, value }).unwrap();
+                    let ts = oplog.log(thread, Append { key: 1, value }).unwrap();
                     tx.append(1, value);
                     tx.commit();
+                    ts
                 });
+                stamps.push(h.join().unwrap());
             });
         }
         let mut tx = rec.begin(2);
@@ -228,12 +237,17 @@ fn raw_counter_timestamps_break_real_time_order() {
         tx.read_list(1, &seen);
         tx.commit();
         let verdict = check_strict_serializable(&rec.history());
-        if raw {
-            assert_eq!(seen, [2, 1], "the lagging thread's later append sorts first");
-            assert!(verdict.is_err(), "the checker must reject the raw-counter merge");
-        } else {
+        if shortcuts == none {
+            assert!(stamps[1] > stamps[0], "get_ts orders them: {stamps:?}");
             assert_eq!(seen, [1, 2]);
             verdict.unwrap();
+        } else {
+            if shortcuts == by_thread {
+                let gap = stamps[1].nanos_since(stamps[0]);
+                assert!(gap > 0 && gap <= 1_000, "ordered, but within the boundary: {gap} ns");
+            }
+            assert_eq!(seen, [2, 1], "{shortcuts:?}: the later append sorts first");
+            assert!(verdict.is_err(), "{shortcuts:?}: the checker must reject the history");
         }
     }
 }

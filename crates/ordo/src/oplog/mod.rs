@@ -55,11 +55,13 @@
 //! A log holding [`LOG_ENTRIES_MAX`] entries makes its next updater synchronize first (Oplog
 //! does the same when a per-core log fills), so memory stays bounded without readers.
 //!
-//! ## Test-only shortcut
+//! ## Test-only shortcuts
 //! With the `shortcuts` feature, [`OplogShortcuts::raw_timestamps`] stamps updates with the raw
 //! clock reading (`now().lo()`, the local counter) instead of `get_ts` — original Oplog on
 //! clocks that are *not* synchronized. On a skewed clock an update that follows another in real
-//! time can then sort before it; `tests/oplog.rs` shows `ordo-check` rejecting the history.
+//! time can then sort before it. [`OplogShortcuts::uncertain_by_thread`] orders timestamps
+//! closer than the boundary by thread instead of by value (point 1 above). `tests/oplog.rs`
+//! shows `ordo-check` rejecting the history of each.
 
 mod rmap;
 
@@ -116,6 +118,11 @@ pub struct OplogShortcuts {
     /// Stamp updates with the raw clock reading `now().lo()` instead of `get_ts` (no wait for
     /// the boundary): original Oplog on unsynchronized counters.
     pub raw_timestamps: bool,
+    /// Treat timestamps closer than the clock's boundary (`cmp_time` uncertain) as concurrent
+    /// and order them by thread index: consecutive sorted entries at most `boundary_nanos`
+    /// apart form a group, each group sorted by thread. The literal reading of ORDO §4.4's
+    /// tie rule; wrong, because operations ordered in real time can be that close.
+    pub uncertain_by_thread: bool,
 }
 
 /// One logged update.
@@ -270,11 +277,28 @@ impl<S: Apply, C: Clock> Oplog<S, C> {
         }
         // Stable: entries of one log with equal timestamps keep their log order.
         batch.sort_by_key(|(ts, thread, _)| (*ts, *thread));
+        if self.shortcuts.uncertain_by_thread {
+            group_uncertain_by_thread(batch, self.clock.boundary_nanos());
+        }
         *applied += batch.len() as u64;
         for (_, _, op) in batch.drain(..) {
             state.apply(op);
         }
         Ok(cut)
+    }
+}
+
+/// The `uncertain_by_thread` shortcut: within each run of sorted entries whose neighbours are at
+/// most `boundary_nanos` apart, order by thread (stable).
+fn group_uncertain_by_thread<Op>(batch: &mut [(Timestamp, u32, Op)], boundary_nanos: u64) {
+    let mut start = 0;
+    while start < batch.len() {
+        let mut end = start + 1;
+        while end < batch.len() && batch[end].0.nanos_since(batch[end - 1].0) <= boundary_nanos {
+            end += 1;
+        }
+        batch[start..end].sort_by_key(|(_, thread, _)| *thread);
+        start = end;
     }
 }
 
