@@ -28,4 +28,14 @@ pub enum BenchError {
     /// A result check after the run failed: the workload's model and the database disagree.
     #[error("consistency check failed: {0}")]
     Inconsistent(String),
+    /// A `--param NAME=VALUE` override the kernel does not know or cannot parse.
+    #[error("{app}: bad parameter {name:?}: {detail}")]
+    BadParameter {
+        /// The kernel.
+        app: &'static str,
+        /// The parameter as given.
+        name: String,
+        /// What is wrong, and what is accepted.
+        detail: String,
+    },
 }

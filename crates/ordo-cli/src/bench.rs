@@ -44,6 +44,8 @@ pub(crate) enum BenchCommand {
     Oplog(crate::bench_oplog::OplogArgs),
     /// The papers' figures at a small scale in a few minutes, one summary, results for `ordo plot`.
     Suite(crate::bench_suite::SuiteArgs),
+    /// STAMP kernels: speedup over sequential, logical vs ORDO clock (ORDO Fig. 15).
+    Stamp(crate::bench_stamp::StampArgs),
 }
 
 /// Flags every workload takes.
@@ -273,6 +275,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
         BenchCommand::Oplog(o) => crate::bench_oplog::run_oplog(o),
         BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
+        BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
     }
 }
 

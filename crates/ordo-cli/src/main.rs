@@ -9,6 +9,7 @@
 mod bench;
 mod bench_oplog;
 mod bench_scan;
+mod bench_stamp;
 mod bench_suite;
 mod bench_synthetic;
 mod bench_ycsb;

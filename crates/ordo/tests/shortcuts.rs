@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use ordo::txn::{CommitStep, Shortcuts};
 use ordo::{Addr, Config, Error, Isolation, Options, Ordo};
 use ordo_check::{Recorder, check_opacity, check_serializable};
-use ordo_clock::LogicalClock;
+use ordo_clock::{Clock, LogicalClock, TestClock};
 
 use common::{append, read_list};
 
@@ -67,11 +67,24 @@ fn torn_read_script(
     gate: &'static Gate,
 ) -> ordo_check::History {
     let (db, lists) = db();
+    torn_read_on(&db, &lists, || {}, writer_shortcuts, reader_shortcuts, gate)
+}
+
+/// [`torn_read_script`] on a given database; `writer_setup` runs first on the writer's thread.
+fn torn_read_on<C: Clock>(
+    db: &Ordo<C>,
+    lists: &[Addr],
+    writer_setup: impl Fn() + Sync,
+    writer_shortcuts: Shortcuts,
+    reader_shortcuts: Shortcuts,
+    gate: &'static Gate,
+) -> ordo_check::History {
     let rec = Recorder::new();
     let writer_options = Options { shortcuts: writer_shortcuts, ..Options::default() };
     let reader_options = Options { shortcuts: reader_shortcuts, ..Options::default() };
     std::thread::scope(|s| {
         let writer = s.spawn(|| {
+            writer_setup();
             let mut r = rec.begin(1);
             let mut tx = db.begin_with(writer_options).unwrap();
             append(&mut tx, lists[0], 1).unwrap();
@@ -140,6 +153,35 @@ fn waiting_before_locking_breaks_opacity() {
     let safe_writer = Shortcuts { hook: Some(hook), ..Shortcuts::default() };
     let h = torn_read_script(safe_writer, Shortcuts::default(), &GATE);
     check_opacity(&h).expect("locking first keeps the snapshot consistent");
+}
+
+/// The optimistic strict read timestamp (`txn` module docs, "Optimistic read timestamp"): the
+/// reader's `rts` is `now().hi`, ahead of true time. A writer whose clock lags by the whole
+/// (truthful) boundary locks after the reader's first read and still draws a `wts` below the
+/// reader's `rts`, so the reader's second read returns the new version. Revalidating the first
+/// read then dooms the reader; without it the reader sees list 1 appended and list 0 not.
+#[test]
+fn skipping_read_revalidation_breaks_opacity() {
+    static GATE: Gate = Gate::new();
+    fn hook(step: CommitStep) {
+        if step == CommitStep::BeforeLock {
+            GATE.pause();
+        }
+    }
+    const BOUNDARY_NS: u64 = 200_000_000;
+    let run = |reader: Shortcuts| {
+        let clock = TestClock::new(BOUNDARY_NS);
+        let db = Ordo::with_clock(Config::default(), clock.clone()).unwrap();
+        let lists = common::make_lists(&db, 2);
+        let writer = Shortcuts { hook: Some(hook), ..Shortcuts::default() };
+        let lag = || clock.set_thread_skew(-(BOUNDARY_NS as i64), 0);
+        torn_read_on(&db, &lists, lag, writer, reader, &GATE)
+    };
+    let h = run(Shortcuts { skip_read_revalidation: true, ..Shortcuts::default() });
+    let v = check_opacity(&h).expect_err("a read past an unvalidated earlier read must be caught");
+    eprintln!("caught as expected: {v}");
+    let h = run(Shortcuts::default());
+    check_opacity(&h).expect("revalidation dooms the reader instead");
 }
 
 /// Write skew: two transactions read both lists and each appends to a different one.

@@ -1,11 +1,13 @@
 //! The commit protocol: FaRMv2 Alg. 2, one coordinator for the engine and the cluster.
 //!
-//! A transaction took its read timestamp `rts` when it began (`get_ts()` in the strict modes,
-//! `now().lo` otherwise), read every object at the newest version `<= rts` (aborting on a locked
-//! or too-new head), and buffered its writes. Commit then runs, in this order:
+//! A transaction took its read timestamp `rts` when it began (`now().hi` in strict serializable
+//! mode, with reads revalidated when they meet a version that may postdate an earlier read —
+//! see "Optimistic read timestamp" in `txn`; `get_ts()` in strict SI; `now().lo` otherwise),
+//! read every object at the newest version `<= rts` (aborting on a locked or too-new head), and
+//! buffered its writes. Commit then runs, in this order:
 //!
 //! 1. **Read-only**: nothing buffered → commit is a no-op. Opacity needs no validation: the reads
-//!    already form the snapshot at `rts` (Lemma 4).
+//!    already form one snapshot (Lemma 4, or the revalidations of the optimistic mode).
 //! 2. **Lock** every written object (sorted by address), requiring the head to be the version the
 //!    transaction read, or — for a blind write — not newer than `rts`; allocations require a free
 //!    slot. Any failure releases all locks and aborts.
@@ -26,7 +28,7 @@
 //! # Lemmas kept
 //! * **Read invariant**: a version read at `v <= rts` has no successor in `(v, rts]`.
 //! * **Write invariant**: no object a committed transaction read or wrote has a version in
-//!   `(rts, wts]`.
+//!   `(rts, wts]` (an empty range when an optimistic `rts` is above `wts`).
 
 use ordo_clock::{Clock, Timestamp};
 
@@ -95,7 +97,12 @@ pub(crate) fn commit<C: Clock, P: Participant>(
     };
     let write_wait_ns = clock.now().lo().nanos_since(wait_start);
     shortcuts.step(Step::WriteTimestamp);
-    debug_assert!(wts >= rts, "write timestamp {wts:?} before read timestamp {rts:?}");
+    // Strict serializable attempts read at an optimistic `rts` that may be ahead of `wts`; their
+    // reads are validated at `wts` below (module docs of `txn`).
+    debug_assert!(
+        wts >= rts || options.isolation == super::Isolation::StrictSerializable,
+        "write timestamp {wts:?} before read timestamp {rts:?}"
+    );
 
     if validates && !shortcuts.validate_before_wait {
         if let Err(abort) = participant.validate(reads.entries(), writes) {

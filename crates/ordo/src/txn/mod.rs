@@ -6,6 +6,36 @@
 //! attempt makes — committed or not — therefore comes from the one snapshot at `rts`: opacity.
 //! Writes, allocations and frees are buffered and applied at commit by [`commit`]'s protocol.
 //!
+//! # Optimistic read timestamp (strict serializability)
+//!
+//! FaRMv2 takes a strict `rts` with `get_ts()`, waiting out the clock's uncertainty (ORDO's
+//! boundary, ~100 ns here) before the first read so that `rts` is in the past. A strictly
+//! serializable attempt here instead takes `[lo, hi] = now()` without waiting and reads at
+//! `rts = hi`, which covers every transaction that finished before it began. Because `rts` may
+//! still be ahead of true time, a writer can install a version `<= rts` after this attempt read
+//! an older version of the same object. What keeps the reads one consistent snapshot:
+//!
+//! * A writer that changes an object after this attempt read it took its locks after that read,
+//!   so its `wts` — drawn later, and at least true time when drawn — is `> lo`. A version at or
+//!   below `recent_from` (initially `lo`) therefore cannot come from a writer that changed
+//!   anything read before: its writer held its locks before the first read, so those reads
+//!   would have seen them. (With a zero-width clock `lo = hi = rts`, so nothing is ever recent.)
+//! * Reading a version `> recent_from` **revalidates every earlier read** (unlocked and still
+//!   the newest version at or below `rts`) before the value is used; a change dooms the attempt.
+//!   A successful revalidation that started at `now().lo = v` raises `recent_from` to `v` by the
+//!   same argument.
+//!
+//! So every attempt, committed or not, has seen the state at its last revalidation (or at its
+//! start), which lies inside its lifetime: opacity and strictness without the wait. A read-only
+//! commit stays a no-op; a read-write commit validates at `wts` as before (its `wts` may now be
+//! below `rts`, which is harmless: every version it read or overwrites was installed in the past
+//! before it locked or drew `wts`, so `wts` is above all of them). The multi-version chain walk
+//! is unchanged: a head above `rts` was installed after `rts` passed, so no version in `(v, rts]`
+//! can appear behind it. The other modes keep their timestamps: strict SI must not let a blind
+//! write slip past a concurrent committer, so it still waits; the non-strict modes read at
+//! `now().lo`, already in the past. `Shortcuts::skip_read_revalidation` removes the
+//! revalidation, and `tests/shortcuts.rs` shows the checker catching the torn read it allows.
+//!
 //! An operation that aborts marks the attempt *doomed*: every later operation returns the same
 //! abort, and `commit` does too, so nothing built on an inconsistent read can be committed.
 
@@ -49,6 +79,9 @@ pub struct Tx<'db, C: Clock> {
     shared: &'db Shared<C>,
     worker: Option<Box<Worker>>,
     rts: Timestamp,
+    /// Reading a version at or after this time revalidates the earlier reads (see the module
+    /// docs); `Timestamp::MAX` when `rts` was in the past when the attempt began.
+    recent_from: Timestamp,
     options: Options,
     doomed: Option<Abort>,
     /// Whether the outcome has been counted in the thread's statistics.
@@ -65,16 +98,22 @@ impl<'db, C: Clock> Tx<'db, C> {
         let mut worker = shared.worker()?;
         worker.reads.clear();
         worker.writes.clear();
-        let rts = if options.isolation.is_strict() {
-            shared.clock.read_ts()
-        } else {
-            shared.clock.now().lo()
+        let (rts, recent_from) = match options.isolation {
+            Isolation::StrictSerializable => {
+                let now = shared.clock.now();
+                (now.hi(), now.lo())
+            }
+            Isolation::StrictSnapshot => (shared.clock.read_ts(), Timestamp::MAX),
+            Isolation::Serializable | Isolation::Snapshot => {
+                (shared.clock.now().lo(), Timestamp::MAX)
+            }
         };
         let rts = Self::register(shared, &worker, &options, rts);
         Ok(Tx {
             shared,
             worker: Some(worker),
             rts,
+            recent_from,
             options,
             doomed: None,
             counted: false,
@@ -140,6 +179,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             shared,
             worker: Some(worker),
             rts: ts,
+            recent_from: Timestamp::MAX,
             options,
             doomed: None,
             counted: false,
@@ -246,12 +286,58 @@ impl<'db, C: Clock> Tx<'db, C> {
                 }
             }
         };
-        let w = self.w();
-        w.reads.push(ReadEntry { addr, header, len_bytes: len_bytes as u32 });
+        self.w().reads.push(ReadEntry { addr, header, len_bytes: len_bytes as u32 });
+        if header.ts() > self.recent_from {
+            self.revalidate()?;
+        }
         if !header.is_allocated() {
             return Err(Error::NotAllocated { addr });
         }
-        Ok(f(&w.scratch, len_bytes))
+        Ok(f(&self.w().scratch, len_bytes))
+    }
+
+    /// The last read returned a version that may postdate an earlier read: checks that every
+    /// earlier read is still the head, unlocked, then raises `recent_from` (module docs).
+    #[cold]
+    #[inline(never)]
+    fn revalidate(&mut self) -> Result<(), Error> {
+        self.check_reads(true)
+    }
+
+    /// Checks the reads (all but the newest when `skip_newest`) as [`Tx::revalidate`] does.
+    fn check_reads(&mut self, skip_newest: bool) -> Result<(), Error> {
+        #[cfg(feature = "shortcuts")]
+        if self.options.shortcuts.skip_read_revalidation {
+            return Ok(());
+        }
+        // Taken before the checks: a writer with a smaller wts held its locks by then.
+        let started = self.shared.clock.now().lo();
+        let (heap, versions, rts) = (&self.shared.heap, self.shared.versions.as_ref(), self.rts);
+        let reads = self.worker.as_ref().map_or(&[][..], |w| w.reads.entries());
+        let earlier = match reads.split_last() {
+            Some((_, earlier)) if skip_newest => earlier,
+            _ => reads,
+        };
+        let mut scratch = Vec::new();
+        let mut still_newest = |r: &ReadEntry| {
+            let Ok(obj) = heap.object(r.addr) else { return false };
+            if obj.validate(r.header) {
+                return true;
+            }
+            // Multi-version: a head above `rts` (installed after `rts` passed) may sit over the
+            // very version read, which then is still the newest at or below `rts`.
+            let Some(arena) = versions else { return false };
+            let Ok(head) = obj.read(&mut scratch, true) else { return false };
+            head.header.ts() > rts
+                && matches!(arena.find(head.ovp, rts, &mut scratch),
+                            Ok(Some(old)) if old.header == r.header)
+        };
+        let changed = earlier.iter().find(|r| !still_newest(r)).map(|r| r.addr);
+        if let Some(addr) = changed {
+            return Err(self.doom(Abort::Validation { addr }));
+        }
+        self.recent_from = self.recent_from.max(started);
+        Ok(())
     }
 
     /// Reads a plain-data value. The object's size must be `size_of::<T>()`.
@@ -301,8 +387,15 @@ impl<'db, C: Clock> Tx<'db, C> {
             // Newer than the snapshot: an old version (multi-version mode) or an abort.
             return self.with_words(addr, |w, len| f(View::owned(w, len)));
         }
-        let w = self.w();
-        w.reads.push(ReadEntry { addr, header: snap.header, len_bytes: snap.len_bytes as u32 });
+        self.w().reads.push(ReadEntry {
+            addr,
+            header: snap.header,
+            len_bytes: snap.len_bytes as u32,
+        });
+        if snap.header.ts() > self.recent_from {
+            // `r` is discarded if the earlier reads changed: it may come from a torn snapshot.
+            self.revalidate()?;
+        }
         if !snap.header.is_allocated() {
             return Err(Error::NotAllocated { addr });
         }
@@ -400,12 +493,25 @@ impl<'db, C: Clock> Tx<'db, C> {
         // write set shadows the snapshot), and a read of it would escape validation (written
         // objects are not validated). The attempt is doomed instead; a retry's snapshot is past
         // the free. (Fresh and reclaimed slots have a zero header.)
-        let head = shared.heap.object(addr).ok().map(|o| o.header().ts());
-        if let Some(version) = head.filter(|ts| *ts > rts) {
+        let version = shared.heap.object(addr).ok().map_or(Timestamp::ZERO, |o| o.header().ts());
+        // With an optimistic `rts` a free at or below it may still postdate an earlier read (or
+        // a blind write) of this slot's object: a free after `recent_from` revalidates the reads,
+        // and a slot this attempt already writes is refused.
+        let refused = if version > rts || w.writes.find(addr).is_some() {
+            Some(Error::Aborted(Abort::TooNew { addr, version, rts }))
+        } else if version > self.recent_from {
+            self.check_reads(false).err()
+        } else {
+            None
+        };
+        if let Some(e) = refused {
             shared.heap.release(addr, None);
-            return Err(self.doom(Abort::TooNew { addr, version, rts }));
+            return Err(match e {
+                Error::Aborted(a) => self.doom(a),
+                other => other,
+            });
         }
-        w.writes.push(addr, WriteKind::Alloc, bytes, crate::object::Expect::Free);
+        self.w().writes.push(addr, WriteKind::Alloc, bytes, crate::object::Expect::Free);
         Ok(addr)
     }
 

@@ -23,7 +23,9 @@ impl Isolation {
         matches!(self, Isolation::StrictSerializable | Isolation::Serializable)
     }
 
-    /// Whether the read timestamp waits out uncertainty (the strict modes).
+    /// Whether the read timestamp must cover every transaction that finished before this one
+    /// began (the strict modes). Strict snapshot isolation waits out the clock's uncertainty
+    /// for it; strict serializability reads optimistically instead (see [`crate::Tx`]).
     pub fn is_strict(self) -> bool {
         matches!(self, Isolation::StrictSerializable | Isolation::StrictSnapshot)
     }
@@ -113,6 +115,9 @@ pub struct Shortcuts {
     pub skip_read_lock_check: bool,
     /// Skip read validation in serializable modes.
     pub skip_validation: bool,
+    /// In strict serializable mode, do not revalidate earlier reads when a read returns a
+    /// version that may postdate them (see `Tx`'s "Optimistic read timestamp").
+    pub skip_read_revalidation: bool,
     /// Do not register the read timestamp with the GC, so the GC may recycle old versions this
     /// transaction still needs.
     pub skip_registration: bool,
@@ -130,6 +135,7 @@ impl PartialEq for Shortcuts {
             && self.wait_before_lock == other.wait_before_lock
             && self.skip_read_lock_check == other.skip_read_lock_check
             && self.skip_validation == other.skip_validation
+            && self.skip_read_revalidation == other.skip_read_revalidation
             && self.skip_registration == other.skip_registration
             && self.hook.is_some() == other.hook.is_some()
     }
