@@ -9,6 +9,7 @@ pub mod durable;
 pub mod error;
 pub mod harness;
 pub mod hashtable;
+pub mod oplog;
 pub mod report;
 pub mod scan_update;
 pub mod stamp;

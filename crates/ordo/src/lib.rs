@@ -45,6 +45,8 @@ pub mod map;
 #[cfg(not(loom))]
 mod mvcc;
 pub mod object;
+#[cfg(not(loom))]
+pub mod oplog;
 pub mod rlu;
 mod sync;
 #[cfg(not(loom))]
