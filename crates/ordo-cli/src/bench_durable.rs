@@ -72,6 +72,7 @@ fn workload(
             isolation: Isolation::StrictSerializable,
             versions: Versions::Single,
             seed: 42,
+            ..YcsbConfig::default()
         }));
     }
     let (_, reads, writes) = *MIXES.iter().find(|m| m.0 == name).ok_or_else(|| {
