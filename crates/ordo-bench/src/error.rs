@@ -22,7 +22,31 @@ pub enum BenchError {
     /// The engine failed.
     #[error("engine error: {0}")]
     Engine(#[from] ordo::Error),
+    /// A benchmark file (durable database directory, baseline file) could not be used.
+    #[error("benchmark file {path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The RLU runtime failed.
+    #[error("RLU runtime error: {0}")]
+    Rlu(#[from] ordo::rlu::RluError),
+    /// An oplog refused an operation.
+    #[error("oplog error: {0}")]
+    Oplog(#[from] ordo::oplog::OplogError),
     /// A result check after the run failed: the workload's model and the database disagree.
     #[error("consistency check failed: {0}")]
     Inconsistent(String),
+    /// A `--param NAME=VALUE` override the kernel does not know or cannot parse.
+    #[error("{app}: bad parameter {name:?}: {detail}")]
+    BadParameter {
+        /// The kernel.
+        app: &'static str,
+        /// The parameter as given.
+        name: String,
+        /// What is wrong, and what is accepted.
+        detail: String,
+    },
 }

@@ -5,8 +5,11 @@
 
 pub mod clock;
 pub mod driver;
+pub mod durable;
 pub mod error;
 pub mod harness;
+pub mod hashtable;
+pub mod oplog;
 pub mod report;
 pub mod scan_update;
 pub mod stamp;

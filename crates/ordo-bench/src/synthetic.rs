@@ -90,8 +90,18 @@ pub struct SyntheticTable<C: Clock> {
 
 /// Creates the database and its pools (one per thread, or one shared).
 pub fn load<C: Clock>(clock: C, cfg: &SyntheticConfig) -> Result<SyntheticTable<C>, BenchError> {
+    load_with(clock, cfg, Config::default())
+}
+
+/// [`load`] on a database opened with `base` (its `versions` replaced by the mix's), e.g. a
+/// durable one.
+pub fn load_with<C: Clock>(
+    clock: C,
+    cfg: &SyntheticConfig,
+    base: Config,
+) -> Result<SyntheticTable<C>, BenchError> {
     cfg.validate()?;
-    let db = Ordo::with_clock(Config { versions: cfg.versions, ..Config::default() }, clock)?;
+    let db = Ordo::with_clock(Config { versions: cfg.versions, ..base }, clock)?;
     let pool_count = match cfg.pool {
         Pool::Private => cfg.threads,
         Pool::Shared => 1,

@@ -10,6 +10,10 @@
 //!
 //! Row layout: bytes 0..8 the key, 8..16 an update counter (incremented by every committed
 //! update, which is what [`check`] verifies), then filler.
+//!
+//! YCSB D and E ([`Operations::ReadInsertLatest`], [`Operations::ScanInsert`]) insert rows and
+//! scan ranges, which a static index cannot do: they run over the transactional B+tree instead
+//! (see the `tree` submodule's docs).
 
 use std::time::Duration;
 
@@ -22,8 +26,27 @@ use crate::error::BenchError;
 use crate::harness::Loaded;
 use crate::zipf::Zipf;
 
+mod tree;
+
+pub use tree::Counted;
+
 /// Rows loaded per loading transaction.
 const LOAD_BATCH: u64 = 64;
+
+/// What the requests of a transaction do, and so which index the table has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Operations {
+    /// Reads and read-modify-writes of existing rows through a static index (YCSB A, B, C, F,
+    /// DBx1000's mix): `read_ratio` of the requests read.
+    ReadUpdate,
+    /// YCSB D over the B+tree: `read_ratio` of the requests read a row chosen by the "latest"
+    /// distribution (Zipf over recency), the rest insert a fresh row.
+    ReadInsertLatest,
+    /// YCSB E over the B+tree: `read_ratio` of the requests scan `1..=scan_length_max` rows from
+    /// a Zipf-chosen start key, the rest insert a fresh row.
+    ScanInsert,
+}
 
 /// Parameters of a YCSB run.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -51,6 +74,11 @@ pub struct YcsbConfig {
     pub versions: Versions,
     /// Seed of the key choosers.
     pub seed: u64,
+    /// What the requests do (and so which index the table has).
+    pub operations: Operations,
+    /// The longest scan of [`Operations::ScanInsert`] (YCSB's `maxscanlength`); scan lengths are
+    /// uniform in `1..=scan_length_max`.
+    pub scan_length_max: usize,
 }
 
 impl Default for YcsbConfig {
@@ -66,6 +94,8 @@ impl Default for YcsbConfig {
             isolation: Isolation::StrictSerializable,
             versions: Versions::Single,
             seed: 1,
+            operations: Operations::ReadUpdate,
+            scan_length_max: 100,
         }
     }
 }
@@ -90,17 +120,27 @@ impl YcsbConfig {
         if !(0.0..=1.0).contains(&self.read_ratio) {
             return bad("read-ratio", self.read_ratio.to_string(), "0..=1");
         }
+        if self.scan_length_max == 0 || self.scan_length_max > 100_000 {
+            return bad("scan-length-max", self.scan_length_max.to_string(), "1..=100000");
+        }
+        if self.operations != Operations::ReadUpdate
+            && self.value_bytes > ordo::tree::VALUE_BYTES_MAX
+        {
+            return bad("value-bytes", self.value_bytes.to_string(), "a B+tree value");
+        }
         Zipf::new(2, self.theta)?;
         Ok(())
     }
 }
 
-/// A loaded table: the database and the index from key to row address.
+/// A loaded table: the database and the index from key to row address (a static `Vec` for
+/// [`Operations::ReadUpdate`], else a B+tree).
 pub struct YcsbTable<C: Clock> {
     /// The database.
     pub db: Ordo<C>,
     rows: Vec<Addr>,
     zipf: Zipf,
+    tree: Option<tree::TreeIndex>,
     /// The configuration it was loaded with (threads and duration are set per run).
     cfg: YcsbConfig,
     /// Committed updates, counted per thread by every run.
@@ -113,9 +153,26 @@ pub fn load<C: Clock>(
     cfg: &YcsbConfig,
     load_threads: usize,
 ) -> Result<YcsbTable<C>, BenchError> {
+    load_with(clock, cfg, load_threads, Config::default())
+}
+
+/// [`load`] on a database opened with `base` (its `versions` replaced by the workload's), e.g.
+/// a durable one.
+pub fn load_with<C: Clock>(
+    clock: C,
+    cfg: &YcsbConfig,
+    load_threads: usize,
+    base: Config,
+) -> Result<YcsbTable<C>, BenchError> {
     cfg.validate()?;
-    let config = Config { versions: cfg.versions, ..Config::default() };
+    let config = Config { versions: cfg.versions, ..base };
     let db = Ordo::with_clock(config, clock)?;
+    if cfg.operations != Operations::ReadUpdate {
+        let index = tree::load(&db, cfg)?;
+        let zipf = Zipf::new(cfg.rows, cfg.theta)?;
+        let (cfg, updates) = (cfg.clone(), Tally::new(cfg.threads));
+        return Ok(YcsbTable { db, rows: Vec::new(), zipf, tree: Some(index), cfg, updates });
+    }
     let load_threads = load_threads.max(1);
     let chunks: Vec<Result<Vec<Addr>, Error>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..load_threads as u64)
@@ -154,14 +211,21 @@ pub fn load<C: Clock>(
         rows.extend(c?);
     }
     let zipf = Zipf::new(cfg.rows, cfg.theta)?;
-    Ok(YcsbTable { db, rows, zipf, cfg: cfg.clone(), updates: Tally::new(cfg.threads) })
+    let (cfg, updates) = (cfg.clone(), Tally::new(cfg.threads));
+    Ok(YcsbTable { db, rows, zipf, tree: None, cfg, updates })
 }
 
 /// A worker thread's key chooser, row buffer and request plan.
 type ThreadState = (SmallRng, Vec<u8>, Vec<(u64, bool)>);
 
 /// Runs the timed workload on a loaded table.
+///
+/// The table decides what runs: a table loaded for D or E runs its operations over the B+tree,
+/// and `cfg.operations` is not consulted again.
 pub fn run<C: Clock>(table: &YcsbTable<C>, cfg: &YcsbConfig) -> RunStats {
+    if let Some(index) = &table.tree {
+        return tree::run(&table.db, index, &table.zipf, cfg);
+    }
     let before = table.db.stats();
     let writes_possible = cfg.read_ratio < 1.0;
     run_timed(
@@ -242,7 +306,14 @@ fn execute<C: Clock>(
 
 /// Checks the table after a run: every row still holds its key, and the update counters add up
 /// to `expected_updates` (the committed updates the caller counted).
+///
+/// For a D or E table `expected_updates` is unused (they update nothing); instead every key taken
+/// by an insert must be present with its row, the tree's invariants must hold, and no read or
+/// scan during any run may have seen a violation (see the module docs of the tree workloads).
 pub fn check<C: Clock>(table: &YcsbTable<C>, expected_updates: u64) -> Result<(), BenchError> {
+    if let Some(index) = &table.tree {
+        return tree::check(&table.db, index);
+    }
     let mut total = 0u64;
     for (key, addr) in table.rows.iter().enumerate() {
         let (k, c) = table.db.run(|tx| {
@@ -266,12 +337,16 @@ pub fn check<C: Clock>(table: &YcsbTable<C>, expected_updates: u64) -> Result<()
 }
 
 /// Runs `txns_per_thread` transactions on each of `cfg.threads` threads (no timer) and returns
-/// the number of committed updates, for [`check`].
+/// the number of committed updates, for [`check`]. For D and E tables, the number of committed
+/// inserts (see [`run_counted_tree`] for the inserts themselves).
 pub fn run_counted<C: Clock>(
     table: &YcsbTable<C>,
     cfg: &YcsbConfig,
     txns_per_thread: u64,
 ) -> Result<u64, BenchError> {
+    if table.tree.is_some() {
+        return Ok(run_counted_tree(table, cfg, txns_per_thread)?.inserted.len() as u64);
+    }
     Ok(crate::driver::run_counted_threads(cfg.threads, |t| {
         let mut rng = SmallRng::seed_from_u64(cfg.seed ^ (t as u64 + 7));
         let (mut buf, mut plan) = (Vec::new(), Vec::new());
@@ -282,6 +357,32 @@ pub fn run_counted<C: Clock>(
         table.updates.add(t, updates);
         Ok(updates)
     })?)
+}
+
+/// For a D or E table: runs `txns_per_thread` transactions on each of `cfg.threads` threads and
+/// returns what the workers committed (every insert's key and row), for a model check.
+/// [`BenchError::OutOfRange`] on a table loaded for A, B, C or F.
+pub fn run_counted_tree<C: Clock>(
+    table: &YcsbTable<C>,
+    cfg: &YcsbConfig,
+    txns_per_thread: u64,
+) -> Result<Counted, BenchError> {
+    match &table.tree {
+        Some(index) => tree::run_counted(&table.db, index, &table.zipf, cfg, txns_per_thread),
+        None => Err(BenchError::OutOfRange {
+            name: "operations",
+            value: "read-update".into(),
+            expected: "a table loaded for YCSB D or E",
+        }),
+    }
+}
+
+/// For a D or E table: every `(key, row)` of the tree in key order (for a model check).
+pub fn tree_rows<C: Clock>(table: &YcsbTable<C>) -> Result<Vec<(u64, Vec<u8>)>, BenchError> {
+    match &table.tree {
+        Some(index) => tree::rows(&table.db, index),
+        None => Ok(Vec::new()),
+    }
 }
 
 impl<C: Clock> Loaded for YcsbTable<C> {

@@ -44,6 +44,30 @@ impl Zipf {
         Ok(Zipf { n, theta, alpha, zetan, eta })
     }
 
+    /// The number of keys drawn from, `n`.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether the generator draws from no keys (never: `n` is at least 1).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Widens the generator to `0..n` (a no-op unless `n` grows), extending `zeta(n)` by the new
+    /// terms only — O(growth), as YCSB's `ZipfianGenerator` does when its item count grows. Used
+    /// by the "latest" distribution, whose key space grows with every acknowledged insert.
+    pub fn grow_to(&mut self, n: u64) {
+        if n <= self.n {
+            return;
+        }
+        let theta = self.theta;
+        self.zetan += (self.n + 1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
+        self.n = n;
+        let zeta2 = 1.0 + 0.5f64.powf(theta);
+        self.eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / self.zetan);
+    }
+
     /// The next key.
     #[inline]
     pub fn sample<R: Rng>(&self, rng: &mut R) -> u64 {
@@ -67,6 +91,17 @@ impl Zipf {
 mod tests {
     use super::*;
     use rand::{SeedableRng, rngs::SmallRng};
+
+    #[test]
+    fn growing_matches_a_fresh_generator() {
+        let mut g = Zipf::new(10, 0.99).unwrap();
+        g.grow_to(5_000);
+        let f = Zipf::new(5_000, 0.99).unwrap();
+        assert_eq!(g.len(), 5_000);
+        assert!((g.zetan - f.zetan).abs() < 1e-9 && (g.eta - f.eta).abs() < 1e-9);
+        g.grow_to(100); // never shrinks
+        assert_eq!(g.len(), 5_000);
+    }
 
     #[test]
     fn rejects_bad_theta() {

@@ -42,8 +42,16 @@ pub(crate) enum BenchCommand {
     Synthetic(crate::bench_synthetic::SyntheticArgs),
     /// TPC-C on the embedded engine: NewOrder+Payment or the full mix (ORDO Fig. 14, FaRMv2 §5.1).
     Tpcc(crate::bench_tpcc::TpccArgs),
+    /// Hash table of sorted lists, RLU vs transactions, 2% and 40% updates (ORDO Fig. 11).
+    Hashtable(crate::bench_hashtable::HashtableArgs),
+    /// The Oplog reverse map: per-thread logs merged at reads, logical vs ORDO (ORDO §6.3).
+    Oplog(crate::bench_oplog::OplogArgs),
     /// The papers' figures at a small scale in a few minutes, one summary, results for `ordo plot`.
     Suite(crate::bench_suite::SuiteArgs),
+    /// STAMP kernels: speedup over sequential, logical vs ORDO clock (ORDO Fig. 15).
+    Stamp(crate::bench_stamp::StampArgs),
+    /// Durable commit rate, latency and group commit per durability mode; recovery speed.
+    Durable(crate::bench_durable::DurableArgs),
 }
 
 /// Flags every workload takes.
@@ -272,7 +280,11 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::ScanUpdate(scan) => crate::bench_scan::run_scan(scan),
         BenchCommand::Synthetic(s) => crate::bench_synthetic::run_synthetic(s),
         BenchCommand::Tpcc(t) => crate::bench_tpcc::run_tpcc(t),
+        BenchCommand::Hashtable(h) => crate::bench_hashtable::run_hashtable(h),
+        BenchCommand::Oplog(o) => crate::bench_oplog::run_oplog(o),
         BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
+        BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
+        BenchCommand::Durable(d) => crate::bench_durable::run_durable(d),
     }
 }
 

@@ -56,7 +56,7 @@ fn entries<'a>(
     let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
     let mut out = Vec::new();
     // YCSB (ORDO Fig. 13): 100k rows of 1 KB per scale unit.
-    for mix in [Mix::Ro2, Mix::A, Mix::B, Mix::Dbx] {
+    for mix in [Mix::Ro2, Mix::A, Mix::B, Mix::Dbx, Mix::D, Mix::E] {
         let mut cfg = crate::bench_ycsb::config(mix, 100_000 * scale, 1000, engine, threads_max);
         cfg.duration = duration;
         let plan = crate::bench_ycsb::plan(mix.name(), &cfg, thread_counts.to_vec(), repetitions)?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use ordo_bench::harness::{Loaded, Plan};
-use ordo_bench::ycsb::{self, YcsbConfig};
+use ordo_bench::ycsb::{self, Operations, YcsbConfig};
 use ordo_clock::ClockChoice;
 
 use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan};
@@ -28,6 +28,12 @@ pub(crate) enum Mix {
     F,
     /// DBx1000's default: 16 requests, 90% reads, Zipf 0.6.
     Dbx,
+    /// YCSB D over the B+tree: 95% reads of the latest inserts (Zipf 0.99 over recency), 5%
+    /// inserts; one request per transaction.
+    D,
+    /// YCSB E over the B+tree: 95% scans of 1..=--scan-length-max rows from a Zipf-0.99 start
+    /// key, 5% inserts; one request per transaction.
+    E,
 }
 
 impl Mix {
@@ -40,6 +46,8 @@ impl Mix {
             Mix::C => "c",
             Mix::F => "f",
             Mix::Dbx => "dbx",
+            Mix::D => "d",
+            Mix::E => "e",
         }
     }
 
@@ -50,6 +58,17 @@ impl Mix {
             Mix::A | Mix::F => (2, 0.5, 0.0),
             Mix::B => (2, 0.95, 0.0),
             Mix::Dbx => (16, 0.9, 0.6),
+            // YCSB's zipfian constant is 0.99; its transactions are one operation each.
+            Mix::D | Mix::E => (1, 0.95, 0.99),
+        }
+    }
+
+    /// What the requests do: D and E insert and so run over the B+tree.
+    pub(crate) fn operations(self) -> Operations {
+        match self {
+            Mix::D => Operations::ReadInsertLatest,
+            Mix::E => Operations::ScanInsert,
+            _ => Operations::ReadUpdate,
         }
     }
 }
@@ -81,6 +100,9 @@ pub(crate) struct YcsbArgs {
     /// Zipf skew in [0, 1) [default: from --mix].
     #[arg(long)]
     theta: Option<f64>,
+    /// The longest scan of --mix e; scan lengths are uniform in 1..=N.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    scan_length_max: usize,
 }
 
 /// The YCSB configuration of `mix` with the engine flags, for `threads` threads at most.
@@ -103,6 +125,8 @@ pub(crate) fn config(
         isolation: engine.isolation,
         versions: engine.versions,
         seed: engine.seed,
+        operations: mix.operations(),
+        scan_length_max: 100,
     }
 }
 
@@ -141,6 +165,7 @@ pub(crate) fn run_ycsb(args: &YcsbArgs) -> Result<(), CliError> {
     cfg.requests = args.requests.unwrap_or(cfg.requests);
     cfg.read_ratio = args.read_ratio.unwrap_or(cfg.read_ratio);
     cfg.theta = args.theta.unwrap_or(cfg.theta);
+    cfg.scan_length_max = args.scan_length_max;
     cfg.duration = common.duration().unwrap_or(cfg.duration);
     let plan = plan(args.mix.name(), &cfg, thread_counts, args.measure.repetitions)?;
     measure_plan(

@@ -62,6 +62,9 @@ pub(crate) enum CliError {
         /// What is wrong with it.
         detail: String,
     },
+    /// A durable database directory is bad or unreadable.
+    #[error(transparent)]
+    Durable(#[from] ordo::durable::DurableError),
     /// A flag combination that cannot work.
     #[error("{0}")]
     Usage(String),

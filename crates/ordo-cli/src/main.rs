@@ -7,13 +7,18 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_durable;
+mod bench_hashtable;
+mod bench_oplog;
 mod bench_scan;
+mod bench_stamp;
 mod bench_suite;
 mod bench_synthetic;
 mod bench_tpcc;
 mod bench_ycsb;
 mod calibrate;
 mod clock_setup;
+mod durable_cmd;
 mod error;
 mod plot;
 mod plot_results;
@@ -38,6 +43,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Draw figures from benchmark results (JSON lines of `ordo bench --json` or `--out`).
     Plot(plot_results::PlotArgs),
+    /// Check what recovery of a durable database directory would do (read-only).
+    Recover(durable_cmd::DirArgs),
+    /// Print a durable database directory: regions, timestamps, segments, records (read-only).
+    Inspect(durable_cmd::DirArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +55,8 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Plot(args) => plot_results::run(&args),
+        Command::Recover(args) => durable_cmd::recover(&args),
+        Command::Inspect(args) => durable_cmd::inspect(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

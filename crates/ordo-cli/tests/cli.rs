@@ -135,3 +135,33 @@ fn tpcc_refuses_bad_scale_and_reports_new_orders() {
         assert!(metrics.iter().any(|m| m[0] == "new_orders_per_s" && m[1].as_f64().unwrap() > 0.0));
     }
 }
+
+#[test]
+fn hashtable_refuses_bad_input_and_runs_both_implementations() {
+    refused(&["bench", "hashtable", "--buckets", "0"], "buckets = 0 is out of range");
+    refused(&["bench", "hashtable", "--nodes-per-bucket", "0"], "nodes-per-bucket = 0");
+    refused(&["bench", "hashtable", "--update-percent", "101"], "update-percent = 101");
+    refused(&["bench", "hashtable", "--threads", "0"], "thread counts must be at least 1");
+    refused(&["bench", "hashtable", "--impl", "bogus"], "invalid value 'bogus'");
+    let o = ordo(&[
+        "bench",
+        "hashtable",
+        "--buckets",
+        "4",
+        "--nodes-per-bucket",
+        "5",
+        "--threads",
+        "1",
+        "--duration-ms",
+        "20",
+        "--repetitions",
+        "1",
+        "--clock",
+        "logical",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for row in ["hashtable rlu 2%", "hashtable txn 2%", "hashtable rlu 40%", "hashtable txn 40%"] {
+        assert!(out.contains(row), "summary lacks {row:?}: {out}");
+    }
+}

@@ -64,6 +64,8 @@ pub struct Config {
     pub threads_max: usize,
     /// Options used by [`Ordo::run`] and [`Ordo::begin`].
     pub options: Options,
+    /// Durability (DESIGN §5): `None` keeps everything in memory.
+    pub durability: Option<crate::durable::DurableConfig>,
 }
 
 impl Default for Config {
@@ -76,6 +78,17 @@ impl Default for Config {
             gc_interval_us: GC_INTERVAL_US_DEFAULT,
             threads_max: THREADS_MAX_DEFAULT,
             options: Options::default(),
+            durability: None,
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration, durable in `dir` with `mode`.
+    pub fn durable(dir: impl Into<std::path::PathBuf>, mode: crate::durable::Mode) -> Self {
+        Config {
+            durability: Some(crate::durable::DurableConfig::new(dir, mode)),
+            ..Config::default()
         }
     }
 }
@@ -112,6 +125,7 @@ pub(crate) struct Shared<C> {
     pub(crate) versions: Option<VersionArena>,
     pub(crate) gc: GcState,
     pub(crate) config: Config,
+    pub(crate) durable: Option<crate::durable::Durable>,
     slots: Box<[CachePadded<ThreadSlot>]>,
     free_slots: Mutex<Vec<usize>>,
     weak_self: Weak<dyn SlotHome>,
@@ -201,8 +215,24 @@ impl<C: Clock> Ordo<C> {
         if config.options.retries_max == 0 {
             return Err(Error::Config("options.retries_max must be at least 1".into()));
         }
-        let heap = Heap::new(config.heap)?;
         let threads_max = config.threads_max;
+        let (heap, durable) = match &config.durability {
+            None => (Heap::new(config.heap)?, None),
+            Some(d) => {
+                config.heap.check()?;
+                let (durable, files, regions) =
+                    crate::durable::open(d, config.heap.region_bytes, threads_max)?;
+                let now = clock.now().lo().as_nanos();
+                if now < durable.report.recovered_ts {
+                    return Err(crate::durable::DurableError::ClockBehind {
+                        recovered: durable.report.recovered_ts,
+                        now,
+                    }
+                    .into());
+                }
+                (Heap::durable(config.heap, files, regions)?, Some(durable))
+            }
+        };
         let shared = Arc::new_cyclic(|weak: &Weak<Shared<C>>| Shared {
             id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
             clock,
@@ -215,6 +245,7 @@ impl<C: Clock> Ordo<C> {
             },
             gc: GcState::default(),
             config,
+            durable,
             slots: (0..threads_max).map(|_| CachePadded::new(ThreadSlot::default())).collect(),
             free_slots: Mutex::new((0..threads_max).rev().collect()),
             weak_self: weak.clone() as Weak<dyn SlotHome>,
@@ -222,7 +253,51 @@ impl<C: Clock> Ordo<C> {
         if shared.config.gc_interval_us > 0 {
             spawn_gc(Arc::downgrade(&shared))?;
         }
+        if let Some(d) = &shared.config.durability {
+            if d.checkpoint_interval_ms > 0 {
+                spawn_checkpointer(Arc::downgrade(&shared), d.checkpoint_interval_ms)?;
+            }
+        }
         Ok(Ordo { shared })
+    }
+
+    /// Opens a durable database (`config.durability` must be set), building its clock from the
+    /// newest recovered timestamp: the clock must start past it (for [`ordo_clock::LogicalClock`],
+    /// `LogicalClock::starting_at(ts)`).
+    pub fn open_durable(
+        config: Config,
+        make_clock: impl FnOnce(ordo_clock::Timestamp) -> C,
+    ) -> Result<Self, Error> {
+        let Some(d) = &config.durability else {
+            return Err(Error::Config("open_durable needs config.durability".into()));
+        };
+        let report = crate::durable::inspect(&*d.storage, &d.dir);
+        let ts = match report {
+            Ok(r) => r.recovered_ts,
+            Err(crate::durable::DurableError::NoDatabase { .. }) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        Self::with_clock(config, make_clock(ordo_clock::Timestamp::from_nanos(ts)))
+    }
+
+    /// What recovery found when this durable database was opened (`None` in memory).
+    pub fn recovery_report(&self) -> Option<&crate::durable::RecoveryReport> {
+        self.shared.durable.as_ref().map(|d| &d.report)
+    }
+
+    /// Durable-log counters (`None` in memory).
+    pub fn durable_stats(&self) -> Option<crate::durable::DurableStats> {
+        self.shared.durable.as_ref().map(|d| d.stats())
+    }
+
+    /// Runs one checkpoint now: replays the durable log into the heap files, persists the
+    /// checkpoint timestamp and deletes segments wholly below it (see
+    /// [`crate::durable::checkpoint`]). `Ok(None)` for an in-memory database.
+    pub fn checkpoint(&self) -> Result<Option<crate::durable::CheckpointReport>, Error> {
+        match &self.shared.durable {
+            Some(d) => Ok(Some(d.checkpoint()?)),
+            None => Ok(None),
+        }
     }
 
     /// The clock ordering this database's transactions.
@@ -440,4 +515,27 @@ fn spawn_gc<C: Clock>(shared: Weak<Shared<C>>) -> Result<(), Error> {
         })
         .map(|_| ())
         .map_err(|e| Error::Config(format!("cannot start the GC thread: {e}")))
+}
+
+/// Starts the background checkpointer; it stops when the database is dropped. Failures are
+/// counted in [`crate::durable::DurableStats::checkpoint_errors`] and retried next interval.
+fn spawn_checkpointer<C: Clock>(shared: Weak<Shared<C>>, interval_ms: u64) -> Result<(), Error> {
+    let interval = std::time::Duration::from_millis(interval_ms);
+    std::thread::Builder::new()
+        .name("ordo-checkpoint".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(interval);
+                match shared.upgrade() {
+                    Some(s) => {
+                        if let Some(d) = &s.durable {
+                            let _ = d.checkpoint();
+                        }
+                    }
+                    None => return,
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| Error::Config(format!("cannot start the checkpoint thread: {e}")))
 }

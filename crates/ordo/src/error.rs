@@ -121,6 +121,9 @@ impl Abort {
 /// Everything an Ordo operation can fail with.
 #[derive(thiserror::Error, Clone, PartialEq, Eq, Debug)]
 pub enum Error {
+    /// A durable database's files failed or are bad (see [`crate::durable::DurableError`]).
+    #[error("durability: {0}")]
+    Durable(std::sync::Arc<crate::durable::DurableError>),
     /// The transaction attempt conflicted; `Ordo::run` retries these.
     #[error("transaction aborted: {0}")]
     Aborted(#[from] Abort),

@@ -7,6 +7,8 @@
 //! * [`object`] — the 16-byte header and the seqlock-style read / lock / install protocol.
 //! * [`txn`] — transactions: read timestamps, buffered writes, and the commit protocol in
 //!   [`txn::commit`], talking to object owners through [`txn::participant::Participant`].
+//! * [`rlu`] — read-log-update on any clock (ORDO §4.1) and its hash set; [`hashset`] — the
+//!   same hash set on Ordo transactions.
 //! * [`Ordo`] — the embedded API: `run` with retry, explicit `begin`/`commit`, statistics.
 //!
 //! ```
@@ -29,9 +31,13 @@ pub mod bitmap;
 #[cfg(not(loom))]
 mod db;
 #[cfg(not(loom))]
+pub mod durable;
+#[cfg(not(loom))]
 mod error;
 #[cfg(not(loom))]
 mod gc;
+#[cfg(not(loom))]
+pub mod hashset;
 #[cfg(not(loom))]
 pub mod heap;
 #[cfg(not(loom))]
@@ -39,6 +45,9 @@ pub mod map;
 #[cfg(not(loom))]
 mod mvcc;
 pub mod object;
+#[cfg(not(loom))]
+pub mod oplog;
+pub mod rlu;
 mod sync;
 #[cfg(not(loom))]
 pub mod table;

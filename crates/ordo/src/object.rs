@@ -36,7 +36,7 @@ pub(crate) const ALLOC_BIT: u64 = 1 << 62;
 pub(crate) const TS_MASK: u64 = ALLOC_BIT - 1;
 /// Words of header in front of every payload.
 pub const HEADER_WORDS: usize = 2;
-const LEN_SHIFT: u32 = 40;
+pub(crate) const LEN_SHIFT: u32 = 40;
 const OVP_MASK: u64 = (1 << LEN_SHIFT) - 1;
 /// The largest payload length word 1 can describe.
 pub const PAYLOAD_BYTES_MAX: usize = (1 << (64 - LEN_SHIFT)) - 1;

@@ -36,6 +36,22 @@ impl RegionMemory {
         Ok(RegionMemory { _map: map, words, len_words: bytes / 8 })
     }
 
+    /// A copy-on-write (`MAP_PRIVATE`) mapping of the first `bytes` of `file`: the durable
+    /// heap's working copy (SPHT's shadow copy). Stores change private DRAM pages only; the file
+    /// changes only through its own writes, never through this mapping.
+    pub(crate) fn private_file(file: &std::fs::File, bytes: usize) -> io::Result<Self> {
+        debug_assert!(bytes % 8 == 0);
+        // SAFETY: memmap2 requires that the file is not truncated while mapped (access past
+        // the end would fault). Heap files are created at their full size and never shrunk by
+        // this process; their owner directory is the database's, which one process opens at a
+        // time. A private mapping is never written back, so other writers of the file (the
+        // recovery replay happens before mapping) cannot be corrupted by it.
+        let map = unsafe { memmap2::MmapOptions::new().len(bytes).map_copy(file)? };
+        let words = map.as_ptr().cast::<AtomicU64>();
+        debug_assert!(words.is_aligned(), "mappings are page aligned");
+        Ok(RegionMemory { _map: map, words, len_words: bytes / 8 })
+    }
+
     /// The region's words.
     #[inline]
     pub(crate) fn words(&self) -> &[AtomicU64] {

@@ -177,6 +177,8 @@ pub(crate) struct Heap {
     /// Slabs that became empty, with their generation then: reclaim candidates.
     emptied: Mutex<Vec<(SlabId, u32)>>,
     reclaimed: AtomicU64,
+    /// Heap files of a durable database: new regions get a file each.
+    backing: Option<std::sync::Arc<crate::durable::HeapFiles>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -194,8 +196,83 @@ impl Heap {
             partial: (0..CLASS_COUNT).map(|_| Mutex::new(Vec::new())).collect(),
             emptied: Mutex::new(Vec::new()),
             reclaimed: AtomicU64::new(0),
+            backing: None,
         };
         Ok(heap)
+    }
+
+    /// A durable heap over `regions` (mapped heap files, recovered): slab classes come from the
+    /// slab header words, free bitmaps and live counts from the object headers' ALLOC bits.
+    pub(crate) fn durable(
+        config: HeapConfig,
+        files: std::sync::Arc<crate::durable::HeapFiles>,
+        regions: Vec<RegionMemory>,
+    ) -> Result<Self, Error> {
+        let mut heap = Heap::new(config)?;
+        heap.backing = Some(files);
+        if regions.len() > config.regions_max {
+            return Err(Error::Config(format!(
+                "the database has {} regions, more than regions_max = {}",
+                regions.len(),
+                config.regions_max
+            )));
+        }
+        let slab_count = config.region_bytes / SLAB_BYTES;
+        let mut fresh = Vec::new();
+        for (id, memory) in regions.into_iter().enumerate() {
+            let region =
+                Region { memory, slabs: (0..slab_count).map(|_| SlabMeta::default()).collect() };
+            for slab in (0..slab_count).rev() {
+                let sid = SlabId { region: id as u16, slab: slab as u32 };
+                let word = region.memory.words()[slab * SLAB_BYTES / 8].load(Ordering::Relaxed);
+                let class = (word & 0xFFFF_FFFF) as usize;
+                if word & !0xFFFF_FFFF != SLAB_MAGIC || class >= CLASS_COUNT {
+                    fresh.push(sid);
+                    continue;
+                }
+                let meta = &region.slabs[slab];
+                let g = GEOMETRY[class];
+                let bitmap = meta.bitmap();
+                bitmap.reset_all_free(g.slots);
+                for _ in 0..g.slots {
+                    bitmap.take();
+                }
+                let mut live = 0;
+                for i in 0..g.slots {
+                    let first = (slab * SLAB_BYTES + SLAB_HEADER_BYTES) / 8 + i * g.stride_words;
+                    let w0 = region.memory.words()[first].load(Ordering::Relaxed);
+                    if crate::object::Header::from_raw(w0).is_allocated() {
+                        live += 1;
+                    } else {
+                        bitmap.put(i);
+                    }
+                }
+                meta.live.store(live, Ordering::Relaxed);
+                meta.class.store(class as u32, Ordering::Relaxed);
+                if (live as usize) < g.slots {
+                    meta.state.store(SLAB_LISTED, Ordering::Relaxed);
+                    lock(&heap.partial[class]).push(sid);
+                } else {
+                    meta.state.store(SLAB_ABANDONED, Ordering::Relaxed);
+                }
+            }
+            if heap.regions[id].set(region).is_err() {
+                unreachable!("each region is installed once");
+            }
+        }
+        heap.region_count
+            .store(heap.regions.iter().filter(|r| r.get().is_some()).count(), Ordering::Release);
+        *lock(&heap.fresh) = fresh;
+        Ok(heap)
+    }
+
+    /// The slab header word of the slab holding `addr` and its address (logged with allocations
+    /// so recovery knows the slab's class).
+    pub(crate) fn slab_word(&self, addr: Addr) -> Option<(Addr, u64)> {
+        let region = self.region(addr.region())?;
+        let slab = addr.offset() as usize / SLAB_BYTES;
+        let word = region.memory.words().get(slab * SLAB_BYTES / 8)?.load(Ordering::Relaxed);
+        Some((Addr::new(addr.region(), (slab * SLAB_BYTES) as u64), word))
     }
 
     fn region(&self, id: u16) -> Option<&Region> {
@@ -348,11 +425,14 @@ impl Heap {
                 });
             }
             let bytes = self.config.region_bytes;
-            let memory = RegionMemory::anonymous(bytes).map_err(|e| Error::RegionMap {
-                region: id as u16,
-                bytes,
-                reason: e.to_string(),
-            })?;
+            let memory = match &self.backing {
+                Some(files) => files.create_region(id as u16, bytes)?,
+                None => RegionMemory::anonymous(bytes).map_err(|e| Error::RegionMap {
+                    region: id as u16,
+                    bytes,
+                    reason: e.to_string(),
+                })?,
+            };
             let slab_count = bytes / SLAB_BYTES;
             let region =
                 Region { memory, slabs: (0..slab_count).map(|_| SlabMeta::default()).collect() };
@@ -389,6 +469,10 @@ impl Heap {
     /// §4.8): no transaction can still read its objects, so it may take another size class.
     /// A slab allocated from again in the meantime is kept. Returns how many were reclaimed.
     pub(crate) fn reclaim_slabs(&self, below: ordo_clock::Timestamp) -> usize {
+        if self.backing.is_some() {
+            // Durable heaps keep slab classes (see crate::durable: a reclaim is not logged).
+            return 0;
+        }
         let candidates = std::mem::take(&mut *lock(&self.emptied));
         let mut waiting = Vec::new();
         let mut reclaimed = 0;

@@ -89,6 +89,8 @@ pub(crate) fn commit<C: Clock, P: Participant>(
     }
 
     let wait_start = clock.now().lo();
+    // Durable logs: the marker must not pass a timestamp this commit may still log.
+    participant.begin_backup(wait_start);
     let wts = match early_wts {
         Some(ts) => ts,
         // Unsafe variant: wts is still in the future when the locks are released.

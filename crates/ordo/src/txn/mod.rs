@@ -547,7 +547,12 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// locking or validation fails; nothing was installed then.
     ///
     /// # Durability
-    /// In-memory databases only; durable modes arrive with the durability issue.
+    /// In a durable database the redo record is written before the new versions become
+    /// visible. In `sync` mode `commit` returns once the durable marker covers the write
+    /// timestamp (for a read-only transaction: the newest version it read), unless
+    /// `options.wait_durable` is off. An I/O error is returned as [`Error::Durable`]; the
+    /// versions may then be installed in memory without being durable, and the database
+    /// refuses further durable commits (reopen it).
     pub fn commit(mut self) -> Result<CommitInfo, Error> {
         if let Some(a) = self.doomed {
             return Err(Error::Aborted(a));
@@ -556,10 +561,25 @@ impl<'db, C: Clock> Tx<'db, C> {
         let rts = self.rts;
         let options = self.options;
         let w = self.worker.as_mut().expect("a live transaction holds its worker");
-        let Worker { reads, writes, version_cursor, .. } = &mut **w;
+        let Worker { reads, writes, version_cursor, slot: slot_index, .. } = &mut **w;
+        let slot_index = *slot_index;
         let versions = shared.versions.as_ref().map(|arena| (arena, &*version_cursor));
-        let participant = LocalParticipant::new(&shared.heap, versions);
-        let outcome = commit::commit(&shared.clock, &participant, rts, &options, reads, writes);
+        let log = shared.durable.as_ref().map(|d| &d.log);
+        let participant = LocalParticipant::new(&shared.heap, versions).with_log(log, slot_index);
+        let mut outcome = commit::commit(&shared.clock, &participant, rts, &options, reads, writes);
+        if let (Some(log), Ok(info)) = (log, &outcome) {
+            // # Durability: wait for the marker to cover the commit, or, for a read-only
+            // transaction, the newest version it read (it must not report undurable data).
+            let ts = match info.wts {
+                Some(wts) => wts.as_nanos(),
+                None => reads.entries().iter().map(|r| r.header.ts().as_nanos()).max().unwrap_or(0),
+            };
+            if options.wait_durable && !log.shortcuts.skip_marker_wait {
+                if let Err(e) = log.wait_durable(slot_index, ts) {
+                    outcome = Err(e.into());
+                }
+            }
+        }
         let slot = shared.slot(w.slot);
         match &outcome {
             Ok(info) if info.wts.is_some() => {

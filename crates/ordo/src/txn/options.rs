@@ -76,6 +76,10 @@ pub struct Options {
     /// The transaction intends to write: in the serializable modes, reading an old version then
     /// aborts at once (eager validation, FaRMv2 §4.4) instead of failing validation at commit.
     pub will_write: bool,
+    /// In a sync-durable database, wait until the commit is durable before returning (the
+    /// default). `false` returns once the record is written to the OS: the transaction is
+    /// still logged, and durable with the next group flush, but a power loss may lose it.
+    pub wait_durable: bool,
     /// The unsafe shortcuts of the negative tests; all off by default.
     #[cfg(feature = "shortcuts")]
     pub shortcuts: Shortcuts,
@@ -87,6 +91,7 @@ impl Default for Options {
             isolation: Isolation::default(),
             retries_max: RETRIES_MAX_DEFAULT,
             will_write: false,
+            wait_durable: true,
             #[cfg(feature = "shortcuts")]
             shortcuts: Shortcuts::default(),
         }

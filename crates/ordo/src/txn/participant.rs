@@ -11,10 +11,11 @@ use super::set::{ReadEntry, WriteKind, WriteSet};
 use std::cell::RefCell;
 
 use crate::addr::Addr;
+use crate::durable::log::Log;
 use crate::error::{Abort, Error};
 use crate::heap::Heap;
 use crate::mvcc::{Cursor, VersionArena};
-use crate::object::{LockFail, ReadFail, Snapshot};
+use crate::object::{Header, LEN_SHIFT, LockFail, ReadFail, Snapshot};
 
 /// The owner of objects, as seen by a transaction coordinator.
 pub trait Participant {
@@ -28,6 +29,11 @@ pub trait Participant {
 
     /// Checks that every read object not in `writes` is unlocked and still at the version read.
     fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Abort>;
+
+    /// Called before the write timestamp is drawn with a lower bound of it (the clock's
+    /// `now().lo`): the durable marker must not pass a timestamp still to be logged.
+    #[inline]
+    fn begin_backup(&self, _lower: Timestamp) {}
 
     /// Makes the writes durable or replicated before they are installed (a no-op in memory).
     fn commit_backup(&self, writes: &WriteSet, wts: Timestamp) -> Result<(), Error>;
@@ -44,6 +50,8 @@ pub trait Participant {
 pub struct LocalParticipant<'h> {
     heap: &'h Heap,
     versions: Option<(&'h VersionArena, &'h RefCell<Cursor>)>,
+    /// The durable log and this thread's slot in it.
+    log: Option<(&'h Log, usize)>,
 }
 
 impl<'h> LocalParticipant<'h> {
@@ -51,7 +59,13 @@ impl<'h> LocalParticipant<'h> {
         heap: &'h Heap,
         versions: Option<(&'h VersionArena, &'h RefCell<Cursor>)>,
     ) -> Self {
-        LocalParticipant { heap, versions }
+        LocalParticipant { heap, versions, log: None }
+    }
+
+    /// The same participant, logging redo records to `log` as worker slot `slot`.
+    pub(crate) fn with_log(mut self, log: Option<&'h Log>, slot: usize) -> Self {
+        self.log = log.map(|l| (l, slot));
+        self
     }
 }
 
@@ -126,7 +140,35 @@ impl Participant for LocalParticipant<'_> {
         Ok(())
     }
 
-    fn commit_backup(&self, _writes: &WriteSet, _wts: Timestamp) -> Result<(), Error> {
+    #[inline]
+    fn begin_backup(&self, lower: Timestamp) {
+        // Both modes: the sync marker and the process-mode checkpoint bound must not pass a
+        // timestamp this commit may still log.
+        if let Some((log, slot)) = self.log {
+            log.publish_lower(slot, lower.as_nanos());
+        }
+    }
+
+    #[inline]
+    fn commit_backup(&self, writes: &WriteSet, wts: Timestamp) -> Result<(), Error> {
+        let Some((log, slot)) = self.log else {
+            return Ok(());
+        };
+        let heap = self.heap;
+        log.append_tx(slot, wts.as_nanos(), |rec| {
+            for e in writes.entries() {
+                let allocated = e.kind != WriteKind::Free;
+                if e.kind == WriteKind::Alloc {
+                    if let Some((slab, word)) = heap.slab_word(e.addr) {
+                        rec.entry_words(slab.to_raw(), [word]);
+                    }
+                }
+                let w0 = Header::version(wts, allocated).raw();
+                let w1 = (e.len_bytes as u64) << LEN_SHIFT;
+                let data = writes.data(e);
+                rec.entry_words(e.addr.to_raw(), [w0, w1].into_iter().chain(data.iter().copied()));
+            }
+        })?;
         Ok(())
     }
 
@@ -157,6 +199,9 @@ impl Participant for LocalParticipant<'_> {
     }
 
     fn abort(&self, writes: &mut WriteSet) {
+        if let Some((log, slot)) = self.log {
+            log.clear_lower(slot);
+        }
         self.unlock_all(writes);
         if let Some((arena, cursor)) = self.versions {
             arena.finish_commit(cursor);

@@ -1,0 +1,192 @@
+//! The durable commit benchmark (SPHT's evaluation on files): committed tx/s and commit latency
+//! per durability mode, the group-commit factor (commits per `fdatasync`), recovery speed, and
+//! the raw `pwrite + fdatasync` loop that bounds a synced commit on one thread.
+//!
+//! Every database lives in a fresh directory under the given parent and is removed afterwards.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ordo::durable::{DurableConfig, Mode};
+use ordo::{Config, Ordo};
+use ordo_clock::{Clock, Timestamp};
+
+use crate::driver::RunStats;
+use crate::error::BenchError;
+use crate::synthetic::{self, SyntheticConfig};
+use crate::ycsb::{self, YcsbConfig};
+
+/// Which workload a durable run executes.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// One of SPHT's synthetic mixes.
+    Synthetic(SyntheticConfig),
+    /// A YCSB mix.
+    Ycsb(YcsbConfig),
+}
+
+impl Workload {
+    fn threads(&self) -> usize {
+        match self {
+            Workload::Synthetic(c) => c.threads,
+            Workload::Ycsb(c) => c.threads,
+        }
+    }
+}
+
+/// One measured run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DurableRun {
+    /// `none`, `process` or `sync`.
+    pub mode: &'static str,
+    /// The engine's run statistics (tx/s, latency percentiles).
+    pub stats: RunStats,
+    /// Log `fdatasync` calls during the run.
+    pub fsyncs: u64,
+    /// Committed read-write transactions per `fdatasync` (the group-commit factor).
+    pub commits_per_fsync: f64,
+    /// Log bytes written per committed transaction.
+    pub log_bytes_per_commit: f64,
+}
+
+/// A fresh directory under `parent`.
+pub fn fresh_dir(parent: &Path, name: &str) -> Result<PathBuf, BenchError> {
+    let dir = parent.join(format!("ordo-bench-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|source| BenchError::Io { path: dir.clone(), source })?;
+    Ok(dir)
+}
+
+/// The database configuration of a run: in memory for `None`.
+pub fn config(dir: &Path, mode: Option<Mode>, flush_after_commit: bool) -> Config {
+    Config {
+        durability: mode.map(|m| DurableConfig {
+            flush_after_commit,
+            chunks_per_segment: 64,
+            ..DurableConfig::new(dir, m)
+        }),
+        ..Config::default()
+    }
+}
+
+/// Loads and runs `workload` on a database in `dir` with `mode`, returning the measurement; the
+/// database is closed (and its directory left for [`recovery_speed`]) when this returns.
+pub fn run<C: Clock>(
+    clock: C,
+    workload: &Workload,
+    dir: &Path,
+    mode: Option<Mode>,
+    flush_after_commit: bool,
+) -> Result<DurableRun, BenchError> {
+    let base = config(dir, mode, flush_after_commit);
+    let (stats, before, after) = match workload {
+        Workload::Synthetic(cfg) => {
+            let t = synthetic::load_with(clock, cfg, base)?;
+            let before = t.db.durable_stats().unwrap_or_default();
+            let stats = synthetic::run(&t, cfg);
+            (stats, before, t.db.durable_stats().unwrap_or_default())
+        }
+        Workload::Ycsb(cfg) => {
+            let t = ycsb::load_with(clock, cfg, cfg.threads.max(1), base)?;
+            let before = t.db.durable_stats().unwrap_or_default();
+            let stats = ycsb::run(&t, cfg);
+            (stats, before, t.db.durable_stats().unwrap_or_default())
+        }
+    };
+    let _ = workload.threads();
+    let fsyncs = after.fsyncs - before.fsyncs;
+    let commits = stats.committed.max(1) as f64;
+    Ok(DurableRun {
+        mode: mode.map_or("none", Mode::name),
+        commits_per_fsync: if fsyncs == 0 { 0.0 } else { stats.committed as f64 / fsyncs as f64 },
+        log_bytes_per_commit: (after.bytes - before.bytes) as f64 / commits,
+        fsyncs,
+        stats,
+    })
+}
+
+/// Recovery speed of one directory.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RecoverySpeed {
+    /// Transaction records found.
+    pub records: u64,
+    /// Bytes of valid log.
+    pub log_bytes: u64,
+    /// Seconds of the read-only scan (read every segment, check every record).
+    pub scan_s: f64,
+    /// Seconds of the full recovery at open (scan, replay, heap sync, checkpoint).
+    pub recover_s: f64,
+    /// Scanned log per second, MB.
+    pub scan_mb_per_s: f64,
+    /// Recovered log per second, MB.
+    pub recover_mb_per_s: f64,
+    /// Records recovered per second.
+    pub records_per_s: f64,
+}
+
+/// Scans, then opens (recovers) the database in `dir` and times both.
+pub fn recovery_speed<C: Clock>(
+    dir: &Path,
+    mode: Mode,
+    make_clock: impl FnOnce(Timestamp) -> C,
+) -> Result<RecoverySpeed, BenchError> {
+    let t0 = Instant::now();
+    let scan = ordo::durable::inspect(&ordo::durable::io::RealStorage, dir)
+        .map_err(|e| BenchError::Engine(e.into()))?;
+    let scan_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let db = Ordo::open_durable(config(dir, Some(mode), false), make_clock)?;
+    let recover_s = t1.elapsed().as_secs_f64();
+    let report = db.recovery_report().cloned().unwrap_or_default();
+    drop(db);
+    let mb = report.log_bytes as f64 / 1e6;
+    Ok(RecoverySpeed {
+        records: scan.records,
+        log_bytes: scan.log_bytes,
+        scan_s,
+        recover_s,
+        scan_mb_per_s: scan.log_bytes as f64 / 1e6 / scan_s.max(1e-9),
+        recover_mb_per_s: mb / recover_s.max(1e-9),
+        records_per_s: report.records as f64 / recover_s.max(1e-9),
+    })
+}
+
+/// The raw baseline: `pwrite` of `record_bytes` at increasing offsets of a preallocated file,
+/// each followed by `fdatasync`, for `duration`. Returns operations per second.
+pub fn raw_fsync_rate(
+    dir: &Path,
+    record_bytes: usize,
+    duration: Duration,
+) -> Result<f64, BenchError> {
+    let path = dir.join("raw-fdatasync.bin");
+    let err = |source| BenchError::Io { path: path.clone(), source };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(err)?;
+    let file_bytes = 64u64 << 20;
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < file_bytes {
+        f.write_all_at(&zeros, at).map_err(err)?;
+        at += zeros.len() as u64;
+    }
+    f.sync_all().map_err(err)?;
+    let record = vec![0xA5u8; record_bytes];
+    let (mut ops, mut offset) = (0u64, 0u64);
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        f.write_all_at(&record, offset).map_err(err)?;
+        f.sync_data().map_err(err)?;
+        offset = (offset + record_bytes as u64) % (file_bytes - record_bytes as u64);
+        ops += 1;
+    }
+    let rate = ops as f64 / start.elapsed().as_secs_f64();
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    Ok(rate)
+}

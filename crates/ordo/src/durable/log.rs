@@ -1,0 +1,568 @@
+//! Per-thread redo logs and the group-commit marker (SPHT Alg. 3 and 4 on files).
+//!
+//! # Logs
+//! Each worker slot appends its records to its own **chunk**, a thread-private extent of a
+//! preallocated segment file: no shared log, no log lock, one `pwrite` per commit. Chunks of all
+//! threads share segment files so that one `fdatasync` per segment covers every thread's
+//! pending records — on files durability is per file, and one file per thread would cost one
+//! device flush per thread per round (see the module docs of [`crate::durable`]).
+//!
+//! # The marker (sync mode)
+//! A committer publishes a lower bound `lower` of its write timestamp in its slot *before*
+//! drawing `wts` (FaRMv2's `get_ts`), appends its record under its locks, then stores
+//! `appended = wts` and clears `lower`. A round (run by one committer, the leader, under
+//! `sync_lock`) computes the marker
+//!
+//! ```text
+//! A: M = max over slots of appended          (records already in the OS)
+//! B: for every slot: lower (SeqCst), then appended;   D = min(M, min(lower) - 1)
+//! ```
+//!
+//! **Claim**: every record with `wts <= D` was appended before its slot was read in B, so a sync
+//! issued after B covers it. Otherwise its commit either still held `lower <= wts` at B (then
+//! `D < wts`), or published `lower` after B read the slot; then its `get_ts` started after every
+//! record counted in M was appended, so `wts > M >= D` (get_ts increases along happens-before).
+//!
+//! The leader syncs every segment with unsynced appends when another slot has records not yet
+//! covered, then appends a marker record `D` to its own chunk and syncs that segment. Recovery
+//! trusts a marker only inside the valid prefix of its chunk, so the leader's own records before
+//! the marker become durable with the same `fdatasync` — one flush per commit on one thread.
+//! Committers return once the in-memory marker (published after the flush) covers their `wts`.
+//!
+//! # Invariants
+//! * The durable marker only grows, and every record with `wts <= marker` is on stable storage.
+//! * A failed `fdatasync` poisons the log (no retry: the kernel may have dropped the pages);
+//!   every later durable commit fails.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use super::format::{KIND_MARKER, RecordBuf, SEGMENT_HEADER_BYTES, SegmentHeader, segment_file};
+use super::io::{Storage, StorageFile};
+use super::{DurableError, Mode};
+
+/// `lower` of a slot with no commit between drawing its timestamp and appending.
+pub(crate) const IDLE: u64 = u64::MAX;
+/// Bytes of zeros written per call when preallocating a segment.
+const ZERO_FILL_BYTES: usize = 1 << 20;
+/// The longest a waiter sleeps before checking the marker again.
+const WAIT_SLICE: Duration = Duration::from_micros(200);
+/// The longest a commit waits for the checkpointer when the log is full.
+pub(crate) const LOG_FULL_WAIT_MAX: Duration = Duration::from_secs(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A log segment file shared by the chunks of all threads.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    path: PathBuf,
+    file: Arc<dyn StorageFile>,
+    header: SegmentHeader,
+    next_chunk: AtomicU32,
+    /// Appends so far; `synced` is the count the last completed sync covered.
+    dirty: AtomicU64,
+    synced: AtomicU64,
+    /// Chunks whose writer moved on (no more appends): with every chunk claimed and sealed,
+    /// the segment is deleted once the checkpoint passes `max_ts`.
+    sealed: AtomicU32,
+    /// The largest timestamp of a record in the segment.
+    max_ts: AtomicU64,
+}
+
+impl Segment {
+    fn sync(&self, stats: &LogStats) -> Result<(), DurableError> {
+        // Acquire: pairs with the Release increment after each append's pwrite.
+        let d = self.dirty.load(Ordering::Acquire);
+        if d == self.synced.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.file.sync_data().map_err(|source| DurableError::Io {
+            op: "fdatasync",
+            path: self.path.clone(),
+            source,
+        })?;
+        stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.synced.fetch_max(d, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct ChunkWriter {
+    at: Option<(Arc<Segment>, u32)>,
+    /// Next free byte inside the chunk.
+    pos: u32,
+    buf: RecordBuf,
+}
+
+/// A worker slot's log state.
+#[derive(Debug)]
+pub(crate) struct SlotLog {
+    lower: AtomicU64,
+    appended: AtomicU64,
+    /// The `appended` value a completed sync covered (written under `sync_lock`).
+    covered: AtomicU64,
+    writer: Mutex<ChunkWriter>,
+}
+
+impl Default for SlotLog {
+    fn default() -> Self {
+        SlotLog {
+            lower: AtomicU64::new(IDLE),
+            appended: AtomicU64::new(0),
+            covered: AtomicU64::new(0),
+            writer: Mutex::new(ChunkWriter::default()),
+        }
+    }
+}
+
+/// Counters of the log.
+#[derive(Debug, Default)]
+pub(crate) struct LogStats {
+    pub(crate) fsyncs: AtomicU64,
+    pub(crate) rounds: AtomicU64,
+    pub(crate) records: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) log_full_waits: AtomicU64,
+}
+
+/// Test-only switches that break the marker, for the negative tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MarkerShortcuts {
+    /// Committers return without waiting for the marker to cover them.
+    pub skip_marker_wait: bool,
+    /// The marker ignores committers that drew (or are drawing) a timestamp but have not
+    /// appended yet.
+    pub ignore_pending: bool,
+}
+
+/// All threads' logs of one database.
+#[derive(Debug)]
+pub(crate) struct Log {
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    mode: Mode,
+    chunk_bytes: u32,
+    chunks_per_segment: u32,
+    flush_after_commit: bool,
+    pub(crate) shortcuts: MarkerShortcuts,
+    segments: Mutex<Vec<Arc<Segment>>>,
+    next_seq: AtomicU64,
+    slots: Box<[CachePadded<SlotLog>]>,
+    marker: AtomicU64,
+    sync_lock: Mutex<Vec<u64>>,
+    wake: (Mutex<()>, Condvar),
+    /// Signalled when the checkpointer deletes segments.
+    room: (Mutex<()>, Condvar),
+    segments_max: usize,
+    poisoned: AtomicBool,
+    pub(crate) stats: LogStats,
+}
+
+/// Settings of a [`Log`].
+pub(crate) struct LogSettings {
+    pub(crate) mode: Mode,
+    pub(crate) chunk_bytes: u32,
+    pub(crate) chunks_per_segment: u32,
+    pub(crate) flush_after_commit: bool,
+    pub(crate) segments_max: usize,
+    pub(crate) shortcuts: MarkerShortcuts,
+}
+
+impl Log {
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        threads: usize,
+        first_seq: u64,
+        marker: u64,
+        s: LogSettings,
+    ) -> Self {
+        Log {
+            storage,
+            dir: dir.to_path_buf(),
+            mode: s.mode,
+            chunk_bytes: s.chunk_bytes,
+            chunks_per_segment: s.chunks_per_segment,
+            flush_after_commit: s.flush_after_commit,
+            shortcuts: s.shortcuts,
+            segments: Mutex::new(Vec::new()),
+            next_seq: AtomicU64::new(first_seq),
+            slots: (0..threads).map(|_| CachePadded::new(SlotLog::default())).collect(),
+            marker: AtomicU64::new(marker),
+            sync_lock: Mutex::new(vec![0; threads]),
+            wake: (Mutex::new(()), Condvar::new()),
+            room: (Mutex::new(()), Condvar::new()),
+            segments_max: s.segments_max,
+            poisoned: AtomicBool::new(false),
+            stats: LogStats::default(),
+        }
+    }
+
+    /// The in-memory durable marker: every record at or below it is on stable storage.
+    pub(crate) fn marker(&self) -> u64 {
+        // Acquire: pairs with the Release fetch_max after the round's flush.
+        self.marker.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn check_poison(&self) -> Result<(), DurableError> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(DurableError::Poisoned);
+        }
+        Ok(())
+    }
+
+    fn poison<T>(&self, e: DurableError) -> Result<T, DurableError> {
+        self.poisoned.store(true, Ordering::Release);
+        Err(e)
+    }
+
+    /// Step before `get_ts`: publish a lower bound of the coming write timestamp (the marker
+    /// and the process-mode checkpoint bound stay below it until the record is appended).
+    #[inline]
+    pub(crate) fn publish_lower(&self, slot: usize, lower: u64) {
+        // SeqCst: the store half of the marker's B scan (see the module docs).
+        self.slots[slot].lower.store(lower, Ordering::SeqCst);
+    }
+
+    /// The commit published a lower bound but will not append (it aborted).
+    #[inline]
+    pub(crate) fn clear_lower(&self, slot: usize) {
+        // Release: pairs with the B scan's load.
+        self.slots[slot].lower.store(IDLE, Ordering::Release);
+    }
+
+    /// Creates, preallocates and syncs a new segment file.
+    fn new_segment(&self) -> Result<Arc<Segment>, DurableError> {
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let header = SegmentHeader {
+            seq,
+            chunk_bytes: self.chunk_bytes,
+            chunks: self.chunks_per_segment,
+            marked: self.mode == Mode::Sync,
+        };
+        let path = segment_file(&self.dir, seq);
+        // Built under a temporary name and renamed when complete: a crash in between leaves
+        // a `.tmp` file recovery ignores, never a half-written segment.
+        let mut tmp_name = path.clone().into_os_string();
+        tmp_name.push(".tmp");
+        let tmp = PathBuf::from(tmp_name);
+        let err = |op| {
+            let path = path.clone();
+            move |source| DurableError::Io { op, path, source }
+        };
+        let file = self.storage.create(&tmp).map_err(err("create"))?;
+        file.write_at(&header.encode(), 0).map_err(err("write"))?;
+        // Zero-fill rather than fallocate: overwriting written blocks lets fdatasync skip the
+        // extent-conversion metadata that unwritten extents would need.
+        let zeros = vec![0u8; ZERO_FILL_BYTES];
+        let mut at = SEGMENT_HEADER_BYTES;
+        while at < header.file_bytes() {
+            let n = (header.file_bytes() - at).min(ZERO_FILL_BYTES as u64) as usize;
+            file.write_at(&zeros[..n], at).map_err(err("preallocate"))?;
+            at += n as u64;
+        }
+        file.sync_data().map_err(err("fdatasync"))?;
+        self.storage.rename(&tmp, &path).map_err(err("rename"))?;
+        self.storage.sync_dir(&self.dir).map_err(err("fsync directory"))?;
+        let seg = Arc::new(Segment {
+            path,
+            file,
+            header,
+            next_chunk: AtomicU32::new(0),
+            dirty: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            sealed: AtomicU32::new(0),
+            max_ts: AtomicU64::new(0),
+        });
+        Ok(seg)
+    }
+
+    /// A fresh chunk for one slot.
+    fn claim_chunk(&self) -> Result<(Arc<Segment>, u32), DurableError> {
+        let mut segs = lock(&self.segments);
+        if let Some(seg) = segs.last() {
+            let i = seg.next_chunk.fetch_add(1, Ordering::Relaxed);
+            if i < seg.header.chunks {
+                return Ok((seg.clone(), i));
+            }
+        }
+        let seg = self.new_segment()?;
+        seg.next_chunk.store(1, Ordering::Relaxed);
+        segs.push(seg.clone());
+        Ok((seg, 0))
+    }
+
+    /// Writes the record in `w.buf` (already finished) to the slot's chunk.
+    fn write_record(
+        &self,
+        w: &mut ChunkWriter,
+        record_len: usize,
+    ) -> Result<Arc<Segment>, DurableError> {
+        if record_len > self.chunk_bytes as usize {
+            return Err(DurableError::RecordTooLarge {
+                len_bytes: record_len,
+                chunk_bytes: self.chunk_bytes as usize,
+            });
+        }
+        let fits = w.at.is_some() && w.pos as usize + record_len <= self.chunk_bytes as usize;
+        if !fits {
+            // Seal first: the checkpointer may be waiting for this chunk to delete its segment.
+            if let Some((old, _)) = w.at.take() {
+                old.sealed.fetch_add(1, Ordering::AcqRel);
+            }
+            self.wait_for_room();
+            w.at = Some(self.claim_chunk()?);
+            w.pos = 0;
+        }
+        let (seg, chunk) = w.at.clone().ok_or(DurableError::Poisoned)?;
+        let offset = SEGMENT_HEADER_BYTES + chunk as u64 * self.chunk_bytes as u64 + w.pos as u64;
+        let bytes = &w.buf.finish()[..record_len];
+        seg.max_ts.fetch_max(super::format::get_u64(bytes, 16), Ordering::AcqRel);
+        if let Err(source) = seg.file.write_at(bytes, offset) {
+            // Nothing after this position can be trusted: start a new chunk next time.
+            w.at = None;
+            seg.sealed.fetch_add(1, Ordering::AcqRel);
+            return Err(DurableError::Io { op: "write", path: seg.path.clone(), source });
+        }
+        if self.flush_after_commit {
+            seg.file.start_writeback(offset, record_len as u64);
+        }
+        w.pos += record_len as u32;
+        self.stats.records.fetch_add(1, Ordering::Relaxed);
+        self.stats.bytes.fetch_add(record_len as u64, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in Segment::sync (the pwrite is done).
+        seg.dirty.fetch_add(1, Ordering::Release);
+        Ok(seg)
+    }
+
+    /// Appends a transaction record built by `fill` (which adds the entries) for `wts`.
+    pub(crate) fn append_tx(
+        &self,
+        slot: usize,
+        wts: u64,
+        fill: impl FnOnce(&mut RecordBuf),
+    ) -> Result<(), DurableError> {
+        self.check_poison()?;
+        let s = &self.slots[slot];
+        let mut w = lock(&s.writer);
+        w.buf.begin(super::format::KIND_TX, wts);
+        fill(&mut w.buf);
+        let len = w.buf.finish().len();
+        let result = self.write_record(&mut w, len);
+        drop(w);
+        if result.is_ok() {
+            // Release: pairs with the Acquire loads of the A and B scans.
+            s.appended.fetch_max(wts, Ordering::Release);
+        }
+        // Release: pairs with the B scan's SeqCst load; the append above is visible with it.
+        s.lower.store(IDLE, Ordering::Release);
+        result.map(|_| ())
+    }
+
+    /// Waits until the marker covers `ts` (sync mode), leading rounds when nobody else does.
+    pub(crate) fn wait_durable(&self, slot: usize, ts: u64) -> Result<(), DurableError> {
+        if self.mode != Mode::Sync {
+            return Ok(());
+        }
+        loop {
+            self.check_poison()?;
+            if self.marker() >= ts {
+                return Ok(());
+            }
+            if let Ok(mut scratch) = self.sync_lock.try_lock() {
+                let progressed = self.round(slot, &mut scratch);
+                drop(scratch);
+                drop(lock(&self.wake.0));
+                self.wake.1.notify_all();
+                if !progressed? {
+                    // A committer between its timestamp and its append holds the marker back.
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            let g = lock(&self.wake.0);
+            if self.marker() >= ts {
+                return Ok(());
+            }
+            let _ = self.wake.1.wait_timeout(g, WAIT_SLICE);
+        }
+    }
+
+    /// One round: see the module docs. Returns whether the marker advanced.
+    fn round(&self, me: usize, seen: &mut [u64]) -> Result<bool, DurableError> {
+        self.stats.rounds.fetch_add(1, Ordering::Relaxed);
+        // A. Acquire: pairs with the Release fetch_max in append_tx.
+        let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
+        // B.
+        let mut d = m;
+        let mut others_pending = false;
+        for (i, s) in self.slots.iter().enumerate() {
+            // SeqCst: pairs with publish_lower's SeqCst store (see the claim in the docs).
+            let l = s.lower.load(Ordering::SeqCst);
+            if l != IDLE && !self.shortcuts.ignore_pending {
+                d = d.min(l.saturating_sub(1));
+            }
+            let a = s.appended.load(Ordering::Acquire);
+            seen[i] = a;
+            if i != me && a > s.covered.load(Ordering::Relaxed) {
+                others_pending = true;
+            }
+        }
+        if d <= self.marker() {
+            return Ok(false);
+        }
+        let segs: Vec<Arc<Segment>> = lock(&self.segments).clone();
+        let sync_all = |log: &Log| -> Result<(), DurableError> {
+            for seg in &segs {
+                if let Err(e) = seg.sync(&log.stats) {
+                    return log.poison(e);
+                }
+            }
+            for (i, s) in log.slots.iter().enumerate() {
+                s.covered.store(seen[i], Ordering::Relaxed);
+            }
+            Ok(())
+        };
+        if others_pending {
+            sync_all(self)?;
+        }
+        // The marker goes to our own chunk, behind our own records; if it must open a new
+        // chunk, our records in the old chunk are synced first.
+        let s = &self.slots[me];
+        let mut w = lock(&s.writer);
+        w.buf.begin(KIND_MARKER, d);
+        let len = w.buf.finish().len();
+        let fits = w.at.is_some() && w.pos as usize + len <= self.chunk_bytes as usize;
+        if !fits && !others_pending {
+            drop(w);
+            sync_all(self)?;
+            w = lock(&s.writer);
+            w.buf.begin(KIND_MARKER, d);
+        }
+        let seg = match self.write_record(&mut w, len) {
+            Ok(seg) => seg,
+            Err(e) => return self.poison(e),
+        };
+        drop(w);
+        if let Err(e) = seg.sync(&self.stats) {
+            return self.poison(e);
+        }
+        s.covered.store(seen[me], Ordering::Relaxed);
+        // Release: pairs with marker()'s Acquire; waiters see a flushed marker only.
+        self.marker.fetch_max(d, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Makes every appended record durable (sync mode), as worker slot 0: no transaction may
+    /// be running.
+    pub(crate) fn close(&self) -> Result<(), DurableError> {
+        let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
+        self.wait_durable(0, m)
+    }
+
+    /// Live segment files (for inspection and checkpointing).
+    pub(crate) fn segment_count(&self) -> usize {
+        lock(&self.segments).len()
+    }
+
+    /// The live segments, oldest first.
+    pub(crate) fn segments(&self) -> Vec<(PathBuf, Arc<dyn StorageFile>, SegmentHeader)> {
+        lock(&self.segments).iter().map(|s| (s.path.clone(), s.file.clone(), s.header)).collect()
+    }
+
+    /// A timestamp X such that every record with `wts <= X` has been written to its segment:
+    /// the marker's A/B computation without the flush (see the module docs).
+    pub(crate) fn appended_bound(&self) -> u64 {
+        let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
+        let mut d = m;
+        for s in self.slots.iter() {
+            // SeqCst: as in round().
+            let l = s.lower.load(Ordering::SeqCst);
+            if l != IDLE {
+                d = d.min(l.saturating_sub(1));
+            }
+        }
+        d
+    }
+
+    /// Deletes every segment whose chunks are all claimed and sealed and whose records are all
+    /// at or below the checkpoint `c`. Returns how many were deleted.
+    pub(crate) fn delete_below(&self, c: u64) -> Result<usize, DurableError> {
+        let mut segs = lock(&self.segments);
+        let mut deleted = 0;
+        let mut failure = None;
+        segs.retain(|seg| {
+            let done = failure.is_none()
+                && seg.next_chunk.load(Ordering::Acquire) >= seg.header.chunks
+                && seg.sealed.load(Ordering::Acquire) >= seg.header.chunks
+                && seg.max_ts.load(Ordering::Acquire) <= c;
+            if !done {
+                return true;
+            }
+            match self.storage.remove(&seg.path) {
+                Ok(()) => {
+                    deleted += 1;
+                    false
+                }
+                Err(source) => {
+                    failure =
+                        Some(DurableError::Io { op: "remove", path: seg.path.clone(), source });
+                    true
+                }
+            }
+        });
+        drop(segs);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if deleted > 0 {
+            self.storage.sync_dir(&self.dir).map_err(|source| DurableError::Io {
+                op: "fsync directory",
+                path: self.dir.clone(),
+                source,
+            })?;
+            drop(lock(&self.room.0));
+            self.room.1.notify_all();
+        }
+        Ok(deleted)
+    }
+
+    /// Bounded log: before claiming a chunk in a new segment while `segments_max` segments
+    /// exist, wait (up to `LOG_FULL_WAIT_MAX`, counted) for the checkpointer to delete one.
+    /// Past the bound the commit goes on rather than deadlock on an idle thread's open chunk.
+    fn wait_for_room(&self) {
+        if self.segments_max == 0 {
+            return;
+        }
+        let full = || {
+            let segs = lock(&self.segments);
+            segs.len() >= self.segments_max
+                && segs
+                    .last()
+                    .is_none_or(|s| s.next_chunk.load(Ordering::Acquire) >= s.header.chunks)
+        };
+        if !full() {
+            return;
+        }
+        self.stats.log_full_waits.fetch_add(1, Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + LOG_FULL_WAIT_MAX;
+        let mut g = lock(&self.room.0);
+        while full() && std::time::Instant::now() < deadline {
+            g = match self.room.1.wait_timeout(g, WAIT_SLICE * 5) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! Durability: SPHT's shadow-paged heap, per-thread redo logs and group-commit marker, on files
+//! (DESIGN §5; SPHT Alg. 3, 4, 5).
+//!
+//! * **Heap**: one file per region (`region-NNNNN.heap`). The working copy is a `MAP_PRIVATE`
+//!   mapping of it — copy-on-write DRAM pages, SPHT's shadow copy — and is never written back.
+//!   The files change only by replaying log records (at open, see [`recovery`]).
+//! * **Logs** (module `log`): the committing thread builds one redo record `{wts, [(addr, image)],
+//!   crc32c}` of its whole write set and appends it to its own chunk of a preallocated segment
+//!   file inside `commit_backup`, while it still holds its locks (FaRMv2 Alg. 2 step 5: the
+//!   record exists before anything it wrote is visible). Allocations log the object's first
+//!   image and its slab's class word, frees the unallocated image, so recovery rebuilds the
+//!   allocator from object headers alone.
+//! * **Modes** ([`Mode`]): `Process` — the record reaches the OS page cache (`pwrite`), which
+//!   survives a process crash: SPHT-eADR Alg. 4, no flush and no marker; `Sync` — SPHT Alg. 3:
+//!   committers wait until a group `fdatasync` round has made every record with a smaller or
+//!   equal timestamp durable and the durable marker covers them. `flush_after_commit` starts
+//!   writeback of each record at once (Alg. 5's flush hint, `sync_file_range`).
+//! * **Recovery** ([`recovery`]): read the checkpoint timestamp C and the marker D, replay the
+//!   records with `C < wts <= D` in timestamp order into the heap files (the newest image per
+//!   object only), persist C = D, delete the segments, map the files and rebuild the slab
+//!   bitmaps from the object headers.
+//!
+//! # Where this differs from DESIGN §5, and why
+//! * The marker is a record in the leader's own log chunk, not a separate file: recovery trusts
+//!   a marker only inside the valid prefix of its chunk, so the leader's own records and the
+//!   marker become durable with one `fdatasync`. A marker file would double the flushes.
+//! * Threads' chunks share segment files: `fdatasync` works per file, so per-thread files would
+//!   cost one device flush per thread per round and no group commit.
+//! * Besides the background [`checkpoint`]er, every open folds the logs into the heap files.
+//! * Emptied slabs are not reclaimed for other size classes in durable databases (a reclaim
+//!   zeroes the slab outside any transaction and would need its own log record).
+//! * A recovered database needs a clock that is already past the recovered timestamps
+//!   ([`DurableError::ClockBehind`]); [`crate::Ordo::open_durable`] builds it from them.
+
+pub mod checkpoint;
+pub mod format;
+pub mod io;
+pub(crate) mod log;
+pub mod recovery;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub use checkpoint::CheckpointReport;
+pub use log::MarkerShortcuts;
+pub use recovery::{RecoveryReport, SegmentInfo, TornTail};
+
+use crate::error::Error;
+use crate::heap::memory::RegionMemory;
+use io::{RealStorage, Storage};
+
+/// How durable commits are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Records reach the OS with `pwrite`: a process crash loses nothing acknowledged; power
+    /// loss may lose the last transactions (a suffix in timestamp order).
+    Process,
+    /// Group `fdatasync` plus the durable marker: nothing acknowledged is lost on power loss.
+    Sync,
+}
+
+impl Mode {
+    /// The name used on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Process => "process",
+            Mode::Sync => "sync",
+        }
+    }
+}
+
+/// Bytes per log chunk, by default.
+pub const CHUNK_BYTES_DEFAULT: u32 = 1 << 20;
+/// Chunks per segment file, by default.
+pub const CHUNKS_PER_SEGMENT_DEFAULT: u32 = 16;
+
+/// Milliseconds between background checkpoints, by default.
+pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 1_000;
+/// Segment files before commits wait for the checkpointer, by default.
+pub const LOG_SEGMENTS_MAX_DEFAULT: usize = 8;
+
+/// Where and how a database is made durable.
+#[derive(Clone, Debug)]
+pub struct DurableConfig {
+    /// The database directory.
+    pub dir: PathBuf,
+    /// Process or sync durability.
+    pub mode: Mode,
+    /// Bytes per log chunk: the largest record a transaction may write.
+    pub chunk_bytes: u32,
+    /// Chunks per preallocated segment file.
+    pub chunks_per_segment: u32,
+    /// Start writeback of every record right after it is written (SPHT Alg. 5).
+    pub flush_after_commit: bool,
+    /// Milliseconds between background checkpoints; 0 runs none (call
+    /// [`crate::Ordo::checkpoint`]).
+    pub checkpoint_interval_ms: u64,
+    /// Threads replaying a checkpoint's images (disjoint address ranges).
+    pub replay_threads: usize,
+    /// The most segment files before a commit that needs a new one waits (bounded, counted)
+    /// for a checkpoint to delete one; 0 = unbounded.
+    pub log_segments_max: usize,
+    /// The file system seam (tests pass an [`io::FaultStorage`]).
+    pub storage: Arc<dyn Storage>,
+    /// Test-only switches that break the marker (negative tests).
+    #[cfg(feature = "shortcuts")]
+    pub shortcuts: MarkerShortcuts,
+}
+
+impl PartialEq for DurableConfig {
+    fn eq(&self, o: &Self) -> bool {
+        self.dir == o.dir
+            && self.mode == o.mode
+            && self.chunk_bytes == o.chunk_bytes
+            && self.chunks_per_segment == o.chunks_per_segment
+            && self.flush_after_commit == o.flush_after_commit
+            && self.checkpoint_interval_ms == o.checkpoint_interval_ms
+            && self.replay_threads == o.replay_threads
+            && self.log_segments_max == o.log_segments_max
+            && Arc::ptr_eq(&self.storage, &o.storage)
+    }
+}
+impl Eq for DurableConfig {}
+
+impl DurableConfig {
+    /// Durability in `dir` with `mode`, real files and default sizes.
+    pub fn new(dir: impl Into<PathBuf>, mode: Mode) -> Self {
+        DurableConfig {
+            dir: dir.into(),
+            mode,
+            chunk_bytes: CHUNK_BYTES_DEFAULT,
+            chunks_per_segment: CHUNKS_PER_SEGMENT_DEFAULT,
+            flush_after_commit: false,
+            checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
+            replay_threads: 2,
+            log_segments_max: LOG_SEGMENTS_MAX_DEFAULT,
+            storage: Arc::new(RealStorage),
+            #[cfg(feature = "shortcuts")]
+            shortcuts: MarkerShortcuts::default(),
+        }
+    }
+
+    /// The same, over another storage.
+    pub fn with_storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = storage;
+        self
+    }
+
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        if self.chunk_bytes < 4096 || self.chunk_bytes % 4096 != 0 {
+            return Err(Error::Config(format!(
+                "durability chunk_bytes = {} is not a positive multiple of 4096",
+                self.chunk_bytes
+            )));
+        }
+        if self.chunks_per_segment == 0 {
+            return Err(Error::Config("durability chunks_per_segment must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// What went wrong with a durable database's files.
+#[derive(thiserror::Error, Debug)]
+pub enum DurableError {
+    /// An operating-system call failed.
+    #[error("{op} of {path} failed: {source}")]
+    Io {
+        /// The operation.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file was written by an incompatible format version.
+    #[error("{path} has format version {found}; this build reads version {supported}")]
+    FormatVersion {
+        /// The file.
+        path: PathBuf,
+        /// Its version.
+        found: u32,
+        /// The version this build supports.
+        supported: u32,
+    },
+    /// A file is corrupt at an offset (a bad record at or below the marker, a bad header, ...).
+    #[error("{path} is corrupt at offset {offset}: {reason}")]
+    BadFile {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the problem.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A heap file named by the manifest is missing or has the wrong size.
+    #[error("heap file {path} is missing or has the wrong size: {reason}")]
+    HeapFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The directory holds no database (no manifest) and creation was not asked for.
+    #[error("{dir} holds no Ordo database (no MANIFEST)")]
+    NoDatabase {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// The configured region size differs from the database's.
+    #[error("the database in {dir} has {found} bytes per region, the configuration {configured}")]
+    RegionSize {
+        /// The directory.
+        dir: PathBuf,
+        /// The database's region size.
+        found: u64,
+        /// The configured region size.
+        configured: u64,
+    },
+    /// A transaction's record does not fit in a log chunk.
+    #[error("redo record of {len_bytes} bytes exceeds the log chunk of {chunk_bytes} bytes")]
+    RecordTooLarge {
+        /// The record's size.
+        len_bytes: usize,
+        /// The chunk size.
+        chunk_bytes: usize,
+    },
+    /// An earlier `fdatasync` failed; the log accepts no more durable commits.
+    #[error("the log is poisoned by an earlier failed flush; reopen the database")]
+    Poisoned,
+    /// The clock is not past the newest recovered timestamp.
+    #[error("the clock reads {now} but the database holds versions up to {recovered}")]
+    ClockBehind {
+        /// The newest recovered timestamp (ns).
+        recovered: u64,
+        /// The clock's `now().lo` (ns).
+        now: u64,
+    },
+}
+
+impl PartialEq for DurableError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+impl Eq for DurableError {}
+
+impl From<DurableError> for Error {
+    fn from(e: DurableError) -> Self {
+        Error::Durable(Arc::new(e))
+    }
+}
+
+/// Heap files: creates one per new region and keeps the manifest's region count.
+pub(crate) struct HeapFiles {
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    manifest: Mutex<format::Manifest>,
+}
+
+impl HeapFiles {
+    pub(crate) fn create_region(&self, id: u16, bytes: usize) -> Result<RegionMemory, Error> {
+        let path = format::region_file(&self.dir, id);
+        let err = |op| {
+            let path = path.clone();
+            move |source| Error::Durable(Arc::new(DurableError::Io { op, path, source }))
+        };
+        let f = self.storage.create(&path).map_err(err("create"))?;
+        f.set_len(bytes as u64).map_err(err("set_len"))?;
+        f.sync_data().map_err(err("fdatasync"))?;
+        self.storage.sync_dir(&self.dir).map_err(err("fsync directory"))?;
+        let mut m = self.manifest.lock().unwrap_or_else(|e| e.into_inner());
+        let next = format::Manifest { regions: m.regions.max(id as u64 + 1), ..*m };
+        next.write(&*self.storage, &self.dir).map_err(|e| Error::Durable(Arc::new(e)))?;
+        *m = next;
+        RegionMemory::private_file(f.os_file(), bytes).map_err(err("mmap"))
+    }
+}
+
+/// A durable database's runtime state.
+pub(crate) struct Durable {
+    pub(crate) log: log::Log,
+    pub(crate) report: RecoveryReport,
+    pub(crate) checkpointer: checkpoint::Checkpointer,
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+}
+
+impl Durable {
+    /// Runs one checkpoint now.
+    pub(crate) fn checkpoint(&self) -> Result<CheckpointReport, DurableError> {
+        self.checkpointer.run(&self.log, &*self.storage, &self.dir)
+    }
+}
+
+impl Drop for Durable {
+    /// A clean close: in sync mode, one last round makes every logged commit durable (those
+    /// that did not wait for the marker included). Errors are ignored: nothing acknowledged
+    /// depends on this round.
+    fn drop(&mut self) {
+        let _ = self.log.close();
+    }
+}
+
+/// Opens (creating if needed) the directory of `config`: recovers, then returns the runtime
+/// state, the heap-file backing and the mapped regions.
+pub(crate) fn open(
+    config: &DurableConfig,
+    region_bytes: usize,
+    threads: usize,
+) -> Result<(Durable, Arc<HeapFiles>, Vec<RegionMemory>), Error> {
+    config.check()?;
+    let wrap = |e: DurableError| Error::Durable(Arc::new(e));
+    let storage = config.storage.clone();
+    let dir = &config.dir;
+    storage.create_dir_all(dir).map_err(|source| {
+        wrap(DurableError::Io { op: "create directory", path: dir.clone(), source })
+    })?;
+    let names = storage
+        .list(dir)
+        .map_err(|source| wrap(DurableError::Io { op: "list", path: dir.clone(), source }))?;
+    if !names.iter().any(|n| n == format::MANIFEST) {
+        if names.iter().any(|n| format::parse_segment_name(n).is_some() || n.ends_with(".heap")) {
+            return Err(wrap(DurableError::NoDatabase { dir: dir.clone() }));
+        }
+        let m = format::Manifest { region_bytes: region_bytes as u64, regions: 0 };
+        m.write(&*storage, dir).map_err(wrap)?;
+    }
+    let scan = recovery::scan(&*storage, dir).map_err(wrap)?;
+    if scan.manifest.region_bytes != region_bytes as u64 {
+        return Err(wrap(DurableError::RegionSize {
+            dir: dir.clone(),
+            found: scan.manifest.region_bytes,
+            configured: region_bytes as u64,
+        }));
+    }
+    let (report, next_seq) = recovery::apply(&*storage, dir, scan).map_err(wrap)?;
+    let mut regions = Vec::new();
+    for id in 0..report.regions {
+        let path = format::region_file(dir, id as u16);
+        let f = storage.open(&path, false).map_err(|source| {
+            wrap(DurableError::HeapFile { path: path.clone(), reason: source.to_string() })
+        })?;
+        let mem = RegionMemory::private_file(f.os_file(), region_bytes)
+            .map_err(|source| wrap(DurableError::Io { op: "mmap", path: path.clone(), source }))?;
+        regions.push(mem);
+    }
+    let manifest = format::Manifest { region_bytes: region_bytes as u64, regions: report.regions };
+    let files = Arc::new(HeapFiles {
+        storage: storage.clone(),
+        dir: dir.clone(),
+        manifest: Mutex::new(manifest),
+    });
+    let settings = log::LogSettings {
+        mode: config.mode,
+        chunk_bytes: config.chunk_bytes,
+        chunks_per_segment: config.chunks_per_segment,
+        flush_after_commit: config.flush_after_commit,
+        segments_max: config.log_segments_max,
+        #[cfg(feature = "shortcuts")]
+        shortcuts: config.shortcuts,
+        #[cfg(not(feature = "shortcuts"))]
+        shortcuts: MarkerShortcuts::default(),
+    };
+    let marker = report.recovered_ts;
+    let log = log::Log::new(storage.clone(), dir, threads, next_seq, marker, settings);
+    let checkpointer = checkpoint::Checkpointer::new(report.recovered_ts, config.replay_threads);
+    Ok((Durable { log, report, checkpointer, storage, dir: dir.clone() }, files, regions))
+}
+
+/// Reads what recovery of `dir` would do, without changing anything (for `ordo recover` and
+/// `ordo inspect`).
+pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
+    let names = storage.list(dir).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            DurableError::NoDatabase { dir: dir.to_path_buf() }
+        } else {
+            DurableError::Io { op: "list", path: dir.to_path_buf(), source }
+        }
+    })?;
+    if !names.iter().any(|n| n == format::MANIFEST) {
+        return Err(DurableError::NoDatabase { dir: dir.to_path_buf() });
+    }
+    let scan = recovery::scan(storage, dir)?;
+    Ok(scan.report())
+}
+
+/// Counters of a durable database's log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DurableStats {
+    /// `fdatasync` calls on log segments.
+    pub fsyncs: u64,
+    /// Marker rounds run.
+    pub rounds: u64,
+    /// Records written (transactions and markers).
+    pub records: u64,
+    /// Bytes of records written.
+    pub bytes: u64,
+    /// The in-memory durable marker.
+    pub marker_ts: u64,
+    /// Live segment files.
+    pub segments: usize,
+    /// Commits that found the log full and waited for the checkpointer.
+    pub log_full_waits: u64,
+    /// The checkpoint timestamp C.
+    pub checkpoint_ts: u64,
+    /// Checkpoints run (background and explicit), and how many failed.
+    pub checkpoints: u64,
+    /// Failed checkpoints.
+    pub checkpoint_errors: u64,
+}
+
+impl Durable {
+    pub(crate) fn stats(&self) -> DurableStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let l = &self.log;
+        DurableStats {
+            fsyncs: l.stats.fsyncs.load(Relaxed),
+            rounds: l.stats.rounds.load(Relaxed),
+            records: l.stats.records.load(Relaxed),
+            bytes: l.stats.bytes.load(Relaxed),
+            marker_ts: l.marker(),
+            segments: l.segment_count(),
+            log_full_waits: l.stats.log_full_waits.load(Relaxed),
+            checkpoint_ts: self.checkpointer.ts(),
+            checkpoints: self.checkpointer.runs.load(Relaxed),
+            checkpoint_errors: self.checkpointer.errors.load(Relaxed),
+        }
+    }
+}

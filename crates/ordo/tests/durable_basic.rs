@@ -1,0 +1,281 @@
+//! Durable databases: reopen round trips, allocation state rebuilt from headers, per-mode
+//! behaviour, and bad directories giving typed errors without changing anything.
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
+mod durable_common;
+
+use durable_common::*;
+use ordo::durable::format::FORMAT_VERSION;
+use ordo::durable::io::{FaultOp, FaultRule, FaultStorage};
+use ordo::durable::{DurableError, Mode};
+use ordo::{Addr, Error};
+use std::sync::Arc;
+
+fn populate(db: &Db, n: u64) -> Vec<Addr> {
+    let addrs: Vec<Addr> = (0..n).map(|i| db.run(|tx| tx.alloc(&(i * 10))).unwrap()).collect();
+    for (i, a) in addrs.iter().enumerate() {
+        if i % 3 == 0 {
+            db.run(|tx| {
+                let v: u64 = tx.read(*a)?;
+                tx.write(*a, &(v + 1))
+            })
+            .unwrap();
+        }
+    }
+    for a in addrs.iter().skip(1).step_by(5) {
+        db.run(|tx| tx.free(*a)).unwrap();
+    }
+    addrs
+}
+
+fn expected(i: usize) -> Option<u64> {
+    if i % 5 == 1 {
+        return None;
+    }
+    Some(i as u64 * 10 + u64::from(i % 3 == 0))
+}
+
+fn check(db: &Db, addrs: &[Addr]) {
+    for (i, a) in addrs.iter().enumerate() {
+        match expected(i) {
+            Some(v) => assert_eq!(db.run(|tx| tx.read::<u64>(*a)).unwrap(), v, "object {i}"),
+            None => {
+                let r = db.run(|tx| tx.read::<u64>(*a));
+                assert!(matches!(r, Err(Error::NotAllocated { .. })), "object {i}: {r:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn reopen_replays_both_modes_and_rebuilds_allocation() {
+    for mode in [Mode::Process, Mode::Sync] {
+        let dir = temp_dir("reopen");
+        let addrs = {
+            let db = open(config(&dir, mode, None)).unwrap();
+            let addrs = populate(&db, 300);
+            check(&db, &addrs);
+            addrs
+        };
+        let db = open(config(&dir, mode, None)).unwrap();
+        let report = db.recovery_report().unwrap().clone();
+        assert!(report.records_replayed >= 300, "{report:?}");
+        assert!(report.torn.is_empty());
+        check(&db, &addrs);
+        // New allocations never land on live objects; freed slots may be reused.
+        let live: std::collections::HashSet<Addr> = addrs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| expected(*i).is_some())
+            .map(|(_, a)| *a)
+            .collect();
+        for k in 0..200u64 {
+            let a = db.run(|tx| tx.alloc(&(7_000 + k))).unwrap();
+            assert!(!live.contains(&a), "allocation {a} reused a live object");
+        }
+        for (i, a) in addrs.iter().enumerate() {
+            if let Some(v) = expected(i) {
+                assert_eq!(db.run(|tx| tx.read::<u64>(*a)).unwrap(), v, "object {i}");
+            }
+        }
+        drop(db);
+        let db = open(config(&dir, mode, None)).unwrap();
+        for (i, a) in addrs.iter().enumerate() {
+            if let Some(v) = expected(i) {
+                assert_eq!(db.run(|tx| tx.read::<u64>(*a)).unwrap(), v, "object {i}");
+            }
+        }
+        drop(db);
+        // Another open without commits in between: the heap files alone (logs folded) hold
+        // everything.
+        let db = open(config(&dir, mode, None)).unwrap();
+        drop(db);
+        assert!(segments(&dir).is_empty());
+        let db = open(config(&dir, mode, None)).unwrap();
+        assert_eq!(db.recovery_report().unwrap().records, 0);
+        for (i, a) in addrs.iter().enumerate() {
+            if let Some(v) = expected(i) {
+                assert_eq!(db.run(|tx| tx.read::<u64>(*a)).unwrap(), v, "object {i}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn sync_mode_groups_and_counts_flushes() {
+    let dir = temp_dir("sync-stats");
+    let db = open(config(&dir, Mode::Sync, None)).unwrap();
+    let a = db.run(|tx| tx.alloc(&0u64)).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    db.run(|tx| {
+                        let v: u64 = tx.read(a)?;
+                        tx.write(a, &(v + 1))
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let s = db.durable_stats().unwrap();
+    assert!(s.marker_ts > 0);
+    // Per round at most one flush per segment with other threads' records, then the marker's.
+    assert!(s.fsyncs >= 1 && s.fsyncs <= (s.segments as u64 + 1) * s.rounds, "{s:?}");
+    drop(db);
+    let db = open(config(&dir, Mode::Sync, None)).unwrap();
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes a database with several segments and returns its directory (logs not yet folded).
+fn crashed_db(mode: Mode) -> (std::path::PathBuf, Vec<Addr>) {
+    let dir = temp_dir("bad");
+    let db = open(config(&dir, mode, None)).unwrap();
+    let addrs = populate(&db, 100);
+    drop(db);
+    assert!(!segments(&dir).is_empty());
+    (dir, addrs)
+}
+
+fn assert_open_fails_unchanged(
+    dir: &std::path::Path,
+    mode: Mode,
+    what: impl Fn(&DurableError) -> bool,
+) {
+    let before = snapshot(dir);
+    match open(config(dir, mode, None)) {
+        Err(Error::Durable(e)) => assert!(what(&e), "unexpected error {e}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("open succeeded"),
+    }
+    assert_eq!(before, snapshot(dir), "a failed open changed the directory");
+}
+
+#[test]
+fn flipped_byte_below_marker_is_an_error_naming_file_and_offset() {
+    let (dir, _) = crashed_db(Mode::Sync);
+    let seg = &segments(&dir)[0];
+    let mut bytes = std::fs::read(seg).unwrap();
+    // Flip a byte inside the first record of the first chunk (its payload).
+    bytes[4096 + 40] ^= 0x01;
+    std::fs::write(seg, &bytes).unwrap();
+    assert_open_fails_unchanged(
+        &dir,
+        Mode::Sync,
+        |e| matches!(e, DurableError::BadFile { path, offset: 4096, .. } if path == seg),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn truncated_segment_is_an_error() {
+    let (dir, _) = crashed_db(Mode::Process);
+    let seg = &segments(&dir)[0];
+    let f = std::fs::OpenOptions::new().write(true).open(seg).unwrap();
+    f.set_len(10_000).unwrap();
+    assert_open_fails_unchanged(
+        &dir,
+        Mode::Process,
+        |e| matches!(e, DurableError::BadFile { path, offset: 10_000, .. } if path == seg),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn missing_heap_file_is_an_error() {
+    let (dir, _) = crashed_db(Mode::Process);
+    std::fs::remove_file(dir.join("region-00000.heap")).unwrap();
+    assert_open_fails_unchanged(&dir, Mode::Process, |e| {
+        matches!(e, DurableError::HeapFile { .. })
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn incompatible_format_version_is_a_typed_error() {
+    let (dir, _) = crashed_db(Mode::Process);
+    let path = dir.join("MANIFEST");
+    let mut b = std::fs::read(&path).unwrap();
+    b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    std::fs::write(&path, &b).unwrap();
+    assert_open_fails_unchanged(
+        &dir,
+        Mode::Process,
+        |e| matches!(e, DurableError::FormatVersion { found, .. } if *found == FORMAT_VERSION + 1),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn torn_tail_beyond_marker_is_dropped_and_reported() {
+    let (dir, addrs) = crashed_db(Mode::Process);
+    // Append garbage after the last record of chunk 0: a torn write.
+    let seg = &segments(&dir)[0];
+    let mut bytes = std::fs::read(seg).unwrap();
+    let chunk = &bytes[4096..4096 + (64 << 10)];
+    let mut pos = 0;
+    while let Ok(r) = ordo::durable::format::decode_record(&chunk[pos..]) {
+        pos += r.len_bytes;
+    }
+    assert!(pos > 0);
+    bytes[4096 + pos..4096 + pos + 16].copy_from_slice(&[0xAB; 16]);
+    std::fs::write(seg, &bytes).unwrap();
+    let db = open(config(&dir, Mode::Process, None)).unwrap();
+    let report = db.recovery_report().unwrap();
+    assert_eq!(report.torn.len(), 1, "{report:?}");
+    assert_eq!(report.torn[0].offset, 4096 + pos as u64);
+    check(&db, &addrs);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn enospc_through_the_seam_is_a_typed_error_and_leaves_data() {
+    let dir = temp_dir("enospc");
+    let fs = FaultStorage::new();
+    let db = open(config(&dir, Mode::Sync, Some(Arc::new(fs.clone())))).unwrap();
+    let a = db.run(|tx| tx.alloc(&5u64)).unwrap();
+    // The next segment write fails: fill the first chunk's segment until a new one is needed.
+    fs.inject(FaultRule {
+        op: FaultOp::Write,
+        name_contains: ".seg".into(),
+        skip: 0,
+        times: u32::MAX,
+        errno: libc::ENOSPC,
+    });
+    match db.run(|tx| {
+        let v: u64 = tx.read(a)?;
+        tx.write(a, &(v + 1))
+    }) {
+        Err(Error::Durable(e)) => {
+            let s = e.to_string();
+            assert!(s.contains("No space left") && s.contains(".seg"), "{s}");
+        }
+        other => panic!("expected ENOSPC, got {other:?}"),
+    }
+    // Nothing half-applied: the failed commit's record was not written, so the object kept
+    // its value (the engine aborted the transaction before installing).
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 5);
+    drop(db);
+    fs.clear_rules();
+    let db = open(config(&dir, Mode::Sync, None)).unwrap();
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn clock_behind_the_recovered_state_is_refused() {
+    let (dir, _) = crashed_db(Mode::Process);
+    let cfg = config(&dir, Mode::Process, None);
+    match ordo::Ordo::with_clock(cfg, ordo_clock::LogicalClock::new()) {
+        Err(Error::Durable(e)) => assert!(matches!(*e, DurableError::ClockBehind { .. })),
+        other => panic!("expected ClockBehind, got {:?}", other.err()),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
