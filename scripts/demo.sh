@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The main job: calibrate the ORDO clock on this machine, run the clock benchmark (ORDO Fig. 8),
-# then a short YCSB run on the embedded engine with the logical and the ORDO clock side by side.
+# The main job: calibrate the ORDO clock on this machine, then run TPC-C (NewOrder + Payment,
+# ORDO Fig. 14) on the embedded engine with the logical and the ORDO clock side by side. The
+# summary gives committed tx/s and NewOrders/s per thread count and clock (median, min-max),
+# aborts by reason, latency percentiles, the time spent waiting out clock uncertainty and the
+# ordo/logical ratio; TPC-C consistency conditions 1-4 are checked after every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
@@ -8,6 +11,4 @@ cargo build --release --quiet -p ordo-cli
 ordo=./target/release/ordo
 $ordo calibrate
 echo
-$ordo bench clock --duration-ms 200 --repetitions 3
-echo
-$ordo bench ycsb --mix ro2 --rows 200000 --threads 1,2 --duration-ms 500 --repetitions 2
+$ordo bench tpcc --mix no-pay --warehouses 2 --threads 1,2 --duration 1s --repetitions 3
