@@ -50,6 +50,7 @@ use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 use super::{Kernel, Size};
+use super::{on_threads, out_of_range};
 use crate::error::BenchError;
 
 /// Segments per deduplication transaction (STAMP's `CHUNK_STEP1`).
@@ -128,10 +129,6 @@ fn unique_kmer_length(gene: &[u8]) -> usize {
 /// The STAMP genome kernel.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Genome;
-
-fn out_of_range(name: &'static str, value: u32, expected: &'static str) -> BenchError {
-    BenchError::OutOfRange { name, value: value.to_string(), expected }
-}
 
 /// One construct entry (STAMP's `constructEntry_t`), as seven words in the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -331,26 +328,6 @@ fn candidates<C: Clock>(
         ControlFlow::Continue(())
     })?;
     Ok(out)
-}
-
-/// Runs `body(thread)` on `threads` scoped threads and collects the results in thread order;
-/// the first error (or a panic) is returned instead.
-fn on_threads<T: Send>(
-    threads: usize,
-    body: impl Fn(usize) -> Result<T, BenchError> + Sync,
-) -> Result<Vec<T>, BenchError> {
-    std::thread::scope(|s| {
-        let body = &body;
-        let handles: Vec<_> = (0..threads).map(|t| s.spawn(move || body(t))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(BenchError::Inconsistent("a genome worker panicked".into()))
-                })
-            })
-            .collect()
-    })
 }
 
 /// Phases separated by barriers. A thread whose step fails records it and keeps arriving at the

@@ -44,6 +44,7 @@ use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 use super::{Kernel, Size};
+use super::{on_threads, out_of_range};
 use crate::error::BenchError;
 
 /// The detector's dictionary: common English words, as STAMP's default signatures are.
@@ -126,30 +127,6 @@ fn flow_hash(flow: u64, payload: &[u8]) -> u64 {
 /// The STAMP intruder kernel.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Intruder;
-
-fn out_of_range(name: &'static str, value: u32, expected: &'static str) -> BenchError {
-    BenchError::OutOfRange { name, value: value.to_string(), expected }
-}
-
-/// Runs `body(thread)` on `threads` scoped threads and collects the results in thread order;
-/// the first error (or a panic) is returned instead.
-fn on_threads<T: Send>(
-    threads: usize,
-    body: impl Fn(usize) -> Result<T, BenchError> + Sync,
-) -> Result<Vec<T>, BenchError> {
-    std::thread::scope(|s| {
-        let body = &body;
-        let handles: Vec<_> = (0..threads).map(|t| s.spawn(move || body(t))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(BenchError::Inconsistent("an intruder worker panicked".into()))
-                })
-            })
-            .collect()
-    })
-}
 
 /// Joins the fragments (packet indices sorted by fragment id) of a complete flow, checking that
 /// the fragment ids are exactly `0..fragments` (STAMP's decoder does the same check).

@@ -531,6 +531,11 @@ pub(crate) fn check_threads(threads: usize) -> Result<(), BenchError> {
     check_range("threads", threads, 1..=THREADS_MAX, "1..=256")
 }
 
+/// A parameter out of range, for the kernels' `validate`.
+pub(crate) fn out_of_range(name: &'static str, value: u32, expected: &'static str) -> BenchError {
+    BenchError::OutOfRange { name, value: value.to_string(), expected }
+}
+
 /// Runs `body(thread)` on `threads` scoped threads and returns their results in thread order;
 /// the first error (or a panicked thread) is returned instead.
 pub(crate) fn on_threads<T: Send>(

@@ -50,6 +50,7 @@ use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 use super::{Kernel, Size};
+use super::{on_threads, out_of_range};
 use crate::error::BenchError;
 
 /// Node size of the four trees. A task reads a handful of rows, and a read copies its whole
@@ -488,30 +489,6 @@ fn perform<S: Store>(s: &mut S, task: &Task) -> Result<(), BenchError> {
 /// The STAMP vacation kernel.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Vacation;
-
-fn out_of_range(name: &'static str, value: u32, expected: &'static str) -> BenchError {
-    BenchError::OutOfRange { name, value: value.to_string(), expected }
-}
-
-/// Runs `body(thread)` on `threads` scoped threads and collects the results in thread order;
-/// the first error (or a panic) is returned instead.
-fn on_threads<T: Send>(
-    threads: usize,
-    body: impl Fn(usize) -> Result<T, BenchError> + Sync,
-) -> Result<Vec<T>, BenchError> {
-    std::thread::scope(|s| {
-        let body = &body;
-        let handles: Vec<_> = (0..threads).map(|t| s.spawn(move || body(t))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(BenchError::Inconsistent("a vacation worker panicked".into()))
-                })
-            })
-            .collect()
-    })
-}
 
 /// The `t`-th of `parts` contiguous chunks of `0..len`.
 fn chunk(len: usize, parts: usize, t: usize) -> std::ops::Range<usize> {
