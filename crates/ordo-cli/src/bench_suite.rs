@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use clap::Args;
 use ordo_bench::harness::{self, Plan, Record};
+use ordo_bench::hashtable::{HashtableConfig, Impl};
+use ordo_bench::oplog::OplogConfig;
 use ordo_bench::synthetic::Pool;
 use ordo_clock::ClockChoice;
 
@@ -114,6 +116,53 @@ fn entries<'a>(
             }),
         });
     }
+    // The hash table of ORDO Fig. 11 (1,000 buckets x 100 nodes) on RLU and on transactions.
+    for update_percent in [2, 40] {
+        for implementation in [Impl::Rlu, Impl::Txn] {
+            let cfg = HashtableConfig {
+                implementation,
+                buckets: 1000,
+                nodes_per_bucket: 100,
+                update_percent,
+                threads: threads_max,
+                duration,
+                seed: engine.seed,
+            };
+            cfg.validate()?;
+            out.push(Entry {
+                plan: Plan {
+                    workload: "hashtable".into(),
+                    variant: format!("{} {update_percent}%", implementation.name()),
+                    config: serde_json::to_value(&cfg)?,
+                    thread_counts: thread_counts.to_vec(),
+                    duration,
+                    repetitions,
+                },
+                load: Box::new(move |clock| {
+                    Ok(Box::new(ordo_bench::hashtable::load(clock, &cfg)?)
+                        as Box<dyn ordo_bench::harness::Loaded>)
+                }),
+            });
+        }
+    }
+    // Oplog's reverse map (ORDO §4.4).
+    let cfg =
+        OplogConfig { threads: threads_max, duration, seed: engine.seed, ..OplogConfig::default() };
+    cfg.validate()?;
+    out.push(Entry {
+        plan: Plan {
+            workload: "oplog".into(),
+            variant: "rmap".into(),
+            config: serde_json::to_value(&cfg)?,
+            thread_counts: thread_counts.to_vec(),
+            duration,
+            repetitions,
+        },
+        load: Box::new(move |clock| {
+            Ok(Box::new(ordo_bench::oplog::load(clock, &cfg)?)
+                as Box<dyn ordo_bench::harness::Loaded>)
+        }),
+    });
     Ok(out)
 }
 
