@@ -223,7 +223,7 @@ impl Results<'_> {
                 let cols = workloads.len().clamp(1, 3) as u32;
                 (420 * cols, 320 * rows)
             }
-            Kind::Ratio | Kind::Aborts => (1000, 560),
+            Kind::Ratio | Kind::Aborts => (1100, 700),
         }
     }
 }
@@ -335,7 +335,7 @@ fn draw_ratio<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(root)
         .caption("ordo / logical clock, median committed tx/s", ("sans-serif", 20))
         .margin(15)
-        .x_label_area_size(120)
+        .x_label_area_size(230)
         .y_label_area_size(50)
         .build_cartesian_2d((0..n).into_segmented(), 0.0f64..y_max)
         .map_err(err)?;
@@ -398,7 +398,7 @@ fn draw_aborts<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(root)
         .caption("aborted attempts per attempt, by reason", ("sans-serif", 20))
         .margin(15)
-        .x_label_area_size(140)
+        .x_label_area_size(260)
         .y_label_area_size(50)
         .build_cartesian_2d((0..n).into_segmented(), 0.0f64..y_max.max(1.0))
         .map_err(err)?;
