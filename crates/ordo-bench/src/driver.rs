@@ -54,6 +54,8 @@ pub fn run_timed<F>(
 where
     F: Fn(usize, &mut u64) + Sync,
 {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run_salt = RUNS.fetch_add(1, Ordering::Relaxed).wrapping_mul(0xD1B5_4A32_D192_ED03);
     let barrier = Barrier::new(threads + 1);
     let stop = AtomicBool::new(false);
     let mut hist = Histogram::<u64>::new(3).expect("3 significant figures is a valid histogram");
@@ -66,7 +68,8 @@ where
                 s.spawn(move || {
                     let mut h = Histogram::<u64>::new(3).expect("valid histogram");
                     let timer = Timer::new();
-                    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64) << 32;
+                    // Differs per thread and per run, so repetitions do not replay one stream.
+                    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64) << 32 ^ run_salt;
                     let mut n = 0u64;
                     barrier.wait();
                     while !stop.load(Ordering::Relaxed) {

@@ -233,7 +233,7 @@ pub fn run<C: Clock>(table: &YcsbTable<C>, cfg: &YcsbConfig) -> RunStats {
         cfg.duration,
         before,
         || table.db.stats(),
-        |thread, _state| {
+        |thread, state| {
             thread_local! {
                 static STATE: std::cell::RefCell<Option<ThreadState>> =
                     const { std::cell::RefCell::new(None) };
@@ -242,7 +242,8 @@ pub fn run<C: Clock>(table: &YcsbTable<C>, cfg: &YcsbConfig) -> RunStats {
                 let mut st = st.borrow_mut();
                 let (rng, buf, plan) = st.get_or_insert_with(|| {
                     (
-                        SmallRng::seed_from_u64(cfg.seed ^ ((thread as u64 + 1) * 0x9E37_79B9)),
+                        // The driver's state differs per thread and per run.
+                        SmallRng::seed_from_u64(cfg.seed ^ *state ^ (thread as u64 + 1)),
                         Vec::new(),
                         Vec::new(),
                     )
