@@ -76,6 +76,10 @@ pub(crate) struct StampArgs {
     /// Seed of the input generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also append every run and cell as a JSON line to FILE (input of `ordo plot`, which
+    /// draws STAMP runs as speedups).
+    #[arg(long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
 }
 
 fn parse_param(text: &str) -> Result<(String, String), String> {
@@ -117,38 +121,71 @@ pub(crate) fn run_stamp(args: &StampArgs) -> Result<(), CliError> {
     });
     bar.finish_and_clear();
     let report = report?;
-    if common.json {
-        let machine = ordo_bench::report::Machine::read();
-        let revision = ordo_bench::report::git_revision();
-        let describe =
-            |name: &str| clocks.iter().find(|(n, _)| n == name).map(|(_, c)| c.describe());
-        let sequential = report.sequential();
-        for run in &report.runs {
-            let ParallelRun { clock, .. } = run;
-            println!(
-                "{}",
-                serde_json::to_string(&serde_json::json!({
-                    "workload": "stamp", "record": "run", "app": app, "size": size,
-                    "params": &params, "config": &config, "clock": describe(clock),
-                    "sequential_s": &report.sequential_s, "result": run,
-                    "git_revision": &revision, "machine": &machine,
-                }))?
-            );
+    // The output file is opened before printing anything, so a bad path fails cleanly.
+    let mut out_file = match &args.out {
+        Some(path) => Some((
+            path,
+            std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+                CliError::ResultsFile { path: path.clone(), action: "open", source }
+            })?,
+        )),
+        None => None,
+    };
+    if common.json || out_file.is_some() {
+        let lines = json_lines(app, size, &params, &config, &clocks, &report)?;
+        if common.json {
+            for line in &lines {
+                println!("{line}");
+            }
         }
-        for cell in report.cells() {
-            println!(
-                "{}",
-                serde_json::to_string(&serde_json::json!({
-                    "workload": "stamp", "record": "summary", "app": app, "size": size,
-                    "params": &params, "config": &config, "clock": describe(&cell.clock),
-                    "sequential_s": sequential, "cell": &cell,
-                    "ordo_logical_ratio": report.ordo_logical_ratio(cell.threads),
-                    "git_revision": &revision, "machine": &machine,
-                }))?
-            );
+        if let Some((path, file)) = &mut out_file {
+            use std::io::Write;
+            let mut text = lines.join("\n");
+            text.push('\n');
+            file.write_all(text.as_bytes()).map_err(|source| CliError::ResultsFile {
+                path: (*path).clone(),
+                action: "append to",
+                source,
+            })?;
         }
-    } else {
+    }
+    if !common.json {
         print!("{}", report.table());
     }
     Ok(())
+}
+
+/// One JSON line per parallel run (`"record": "run"`) and per cell (`"record": "summary"`).
+fn json_lines(
+    app: App,
+    size: Size,
+    params: &serde_json::Value,
+    config: &RunConfig,
+    clocks: &[(String, Arc<AnyClock>)],
+    report: &stamp::StampReport,
+) -> Result<Vec<String>, CliError> {
+    let machine = ordo_bench::report::Machine::read();
+    let revision = ordo_bench::report::git_revision();
+    let describe = |name: &str| clocks.iter().find(|(n, _)| n == name).map(|(_, c)| c.describe());
+    let sequential = report.sequential();
+    let mut lines = Vec::new();
+    for run in &report.runs {
+        let ParallelRun { clock, .. } = run;
+        lines.push(serde_json::to_string(&serde_json::json!({
+            "workload": "stamp", "record": "run", "app": app, "size": size,
+            "params": params, "config": config, "clock": describe(clock),
+            "sequential_s": &report.sequential_s, "result": run,
+            "git_revision": &revision, "machine": &machine,
+        }))?);
+    }
+    for cell in report.cells() {
+        lines.push(serde_json::to_string(&serde_json::json!({
+            "workload": "stamp", "record": "summary", "app": app, "size": size,
+            "params": params, "config": config, "clock": describe(&cell.clock),
+            "sequential_s": sequential, "cell": &cell,
+            "ordo_logical_ratio": report.ordo_logical_ratio(cell.threads),
+            "git_revision": &revision, "machine": &machine,
+        }))?);
+    }
+    Ok(lines)
 }

@@ -11,6 +11,11 @@
 //!   parity line at 1 (the clock comparison the papers argue from);
 //! * `aborts` — aborted attempts per attempt, stacked by reason, per cell.
 //!
+//! `ordo bench stamp --json` lines are read too: each `run` line becomes a cell of
+//! `stamp APP` whose value is the run's **speedup** over the median sequential time (ORDO
+//! Fig. 15) instead of tx/s, so the ratio figure compares the clocks' speedups; its `summary`
+//! lines repeat the runs and are skipped.
+//!
 //! Lines that are not benchmark records (a calibration report, a clock benchmark line) are an
 //! error naming file and line, not silently skipped: a plot of the wrong file should not look
 //! like an empty result.
@@ -56,9 +61,20 @@ pub(crate) struct Run {
     workload: String,
     threads: usize,
     clock: String,
+    /// Committed tx/s, or the speedup for a STAMP run (see `unit`).
     tx_per_s: f64,
+    unit: Unit,
     committed: u64,
     aborts: Vec<(String, u64)>,
+}
+
+/// What a run's value measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    /// Committed transactions per second.
+    TxPerS,
+    /// Sequential time over parallel time (STAMP).
+    Speedup,
 }
 
 /// Reads every results file; the first unreadable file or malformed line is the error.
@@ -74,11 +90,12 @@ pub(crate) fn read_runs(paths: &[PathBuf]) -> Result<Vec<Run>, CliError> {
             if line.trim().is_empty() {
                 continue;
             }
-            runs.push(parse_line(line).map_err(|detail| CliError::ResultsFormat {
+            let run = parse_line(line).map_err(|detail| CliError::ResultsFormat {
                 path: path.clone(),
                 line: i + 1,
                 detail,
-            })?);
+            })?;
+            runs.extend(run);
         }
     }
     if runs.is_empty() {
@@ -90,7 +107,8 @@ pub(crate) fn read_runs(paths: &[PathBuf]) -> Result<Vec<Run>, CliError> {
     Ok(runs)
 }
 
-fn parse_line(line: &str) -> Result<Run, String> {
+/// One run of a line, or `None` for a line that only summarises other lines.
+fn parse_line(line: &str) -> Result<Option<Run>, String> {
     let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
     let field = |path: &[&str]| {
         let mut at = &v;
@@ -106,8 +124,79 @@ fn parse_line(line: &str) -> Result<Run, String> {
         field(path)?.as_f64().ok_or_else(|| format!("{} is not a number", path.join(".")))
     };
     let workload = text(&["workload"])?;
+    if workload == "stamp" {
+        return parse_stamp(&v);
+    }
     let variant = text(&["variant"]).unwrap_or_default();
-    let aborts = field(&["result", "aborts"])?
+    let aborts = parse_aborts(field(&["result", "aborts"])?)?;
+    let threads = parse_threads(number(&["threads"])?)?;
+    Ok(Some(Run {
+        workload: if variant.is_empty() { workload } else { format!("{workload} {variant}") },
+        threads,
+        clock: text(&["clock", "kind"])?,
+        tx_per_s: number(&["result", "tx_per_s"])?,
+        unit: Unit::TxPerS,
+        committed: number(&["result", "committed"])? as u64,
+        aborts,
+    }))
+}
+
+/// A line of `ordo bench stamp --json`: a `run` is one parallel run, its value the speedup
+/// over the median of the line's sequential times.
+fn parse_stamp(v: &serde_json::Value) -> Result<Option<Run>, String> {
+    let get = |path: &[&str]| {
+        path.iter()
+            .try_fold(v, |at, key| at.get(key))
+            .ok_or_else(|| format!("no field {}", path.join(".")))
+    };
+    let text = |path: &[&str]| {
+        get(path)?
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{} is not text", path.join(".")))
+    };
+    let number = |path: &[&str]| {
+        get(path)?.as_f64().ok_or_else(|| format!("{} is not a number", path.join(".")))
+    };
+    match text(&["record"])?.as_str() {
+        "summary" => return Ok(None),
+        "run" => {}
+        other => return Err(format!("unknown stamp record {other:?}")),
+    }
+    let sequential: Vec<f64> = get(&["sequential_s"])?
+        .as_array()
+        .ok_or("sequential_s is not a list")?
+        .iter()
+        .map(|t| t.as_f64().filter(|t| *t > 0.0).ok_or("sequential_s holds a non-positive time"))
+        .collect::<Result<_, _>>()?;
+    if sequential.is_empty() {
+        return Err("sequential_s is empty".into());
+    }
+    let elapsed_s = number(&["result", "elapsed_s"])?;
+    if elapsed_s <= 0.0 || !elapsed_s.is_finite() {
+        return Err(format!("result.elapsed_s = {elapsed_s} is not a positive time"));
+    }
+    let committed = number(&["result", "commits"])? + number(&["result", "read_only_commits"])?;
+    Ok(Some(Run {
+        workload: format!("stamp {}", text(&["app"])?),
+        threads: parse_threads(number(&["result", "threads"])?)?,
+        clock: text(&["result", "clock"])?,
+        tx_per_s: ordo_bench::driver::Spread::of(&sequential).median / elapsed_s,
+        unit: Unit::Speedup,
+        committed: committed as u64,
+        aborts: parse_aborts(get(&["result", "aborts"])?)?,
+    }))
+}
+
+fn parse_threads(threads: f64) -> Result<usize, String> {
+    if threads < 1.0 || threads.fract() != 0.0 {
+        return Err(format!("threads = {threads} is not a positive whole number"));
+    }
+    Ok(threads as usize)
+}
+
+fn parse_aborts(aborts: &serde_json::Value) -> Result<Vec<(String, u64)>, String> {
+    aborts
         .as_array()
         .ok_or("result.aborts is not a list")?
         .iter()
@@ -116,19 +205,8 @@ fn parse_line(line: &str) -> Result<Run, String> {
             let n = pair.get(1).and_then(|n| n.as_u64()).ok_or("abort count is not a number")?;
             Ok((name.to_owned(), n))
         })
-        .collect::<Result<Vec<_>, &str>>()?;
-    let threads = number(&["threads"])?;
-    if threads < 1.0 || threads.fract() != 0.0 {
-        return Err(format!("threads = {threads} is not a positive whole number"));
-    }
-    Ok(Run {
-        workload: if variant.is_empty() { workload } else { format!("{workload} {variant}") },
-        threads: threads as usize,
-        clock: text(&["clock", "kind"])?,
-        tx_per_s: number(&["result", "tx_per_s"])?,
-        committed: number(&["result", "committed"])? as u64,
-        aborts,
-    })
+        .collect::<Result<Vec<_>, &str>>()
+        .map_err(str::to_owned)
 }
 
 /// Runs `ordo plot`.
@@ -233,7 +311,15 @@ impl Figure for Results<'_> {
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let (workloads, clocks, cells) = summarise(self.runs);
         match self.kind {
-            Kind::Throughput => draw_throughput(root, &workloads, &clocks, &cells),
+            Kind::Throughput => {
+                let speedups: Vec<&str> = self
+                    .runs
+                    .iter()
+                    .filter(|r| r.unit == Unit::Speedup)
+                    .map(|r| r.workload.as_str())
+                    .collect();
+                draw_throughput(root, &workloads, &speedups, &clocks, &cells)
+            }
             Kind::Ratio => draw_ratio(root, &workloads, &cells),
             Kind::Aborts => draw_aborts(root, &cells),
         }
@@ -243,6 +329,7 @@ impl Figure for Results<'_> {
 fn draw_throughput<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     workloads: &[String],
+    speedups: &[&str],
     clocks: &[String],
     cells: &BTreeMap<CellKey, CellSummary>,
 ) -> Result<(), String> {
@@ -254,7 +341,10 @@ fn draw_throughput<DB: DrawingBackend>(
         let mine: Vec<(&CellKey, &CellSummary)> =
             cells.iter().filter(|((name, _, _), _)| name == w).collect();
         let threads_max = mine.iter().map(|((_, t, _), _)| *t).max().unwrap_or(1);
-        let y_max = mine.iter().map(|(_, c)| c.max).fold(0.0f64, f64::max) / 1e6 * 1.15;
+        // Throughput panels are in M tx/s; STAMP panels give the speedup as it is.
+        let (scale, y_desc) =
+            if speedups.contains(&w.as_str()) { (1.0, "speedup") } else { (1e6, "M tx/s") };
+        let y_max = mine.iter().map(|(_, c)| c.max).fold(0.0f64, f64::max) / scale * 1.15;
         let mut chart = ChartBuilder::on(panel)
             .caption(w, ("sans-serif", 18))
             .margin(10)
@@ -265,7 +355,7 @@ fn draw_throughput<DB: DrawingBackend>(
         chart
             .configure_mesh()
             .x_desc("threads")
-            .y_desc("M tx/s")
+            .y_desc(y_desc)
             .x_labels(threads_max.min(16))
             .x_label_formatter(&|x| format!("{x:.0}"))
             .draw()
@@ -282,7 +372,7 @@ fn draw_throughput<DB: DrawingBackend>(
             let style = colour(ci);
             chart
                 .draw_series(LineSeries::new(
-                    points.iter().map(|(t, s)| (*t, s.median / 1e6)),
+                    points.iter().map(|(t, s)| (*t, s.median / scale)),
                     style,
                 ))
                 .map_err(err)?
@@ -290,7 +380,8 @@ fn draw_throughput<DB: DrawingBackend>(
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
             chart
                 .draw_series(points.iter().map(|(t, s)| {
-                    ErrorBar::new_vertical(*t, s.min / 1e6, s.median / 1e6, s.max / 1e6, style, 6)
+                    let [min, median, max] = [s.min, s.median, s.max].map(|v| v / scale);
+                    ErrorBar::new_vertical(*t, min, median, max, style, 6)
                 }))
                 .map_err(err)?;
         }
@@ -333,7 +424,7 @@ fn draw_ratio<DB: DrawingBackend>(
     let labels: Vec<String> = bars.iter().map(|(w, t, _)| format!("{w} @{t}")).collect();
     let n = bars.len();
     let mut chart = ChartBuilder::on(root)
-        .caption("ordo / logical clock, median committed tx/s", ("sans-serif", 20))
+        .caption("ordo / logical clock: median tx/s (STAMP: speedup)", ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(230)
         .y_label_area_size(50)
@@ -492,6 +583,43 @@ mod tests {
         let c = &cells[&("ycsb v".to_owned(), 2, "ordo".to_owned())];
         assert_eq!(c.median, 1.6e6 + 1.0);
         assert_eq!(c.attempts, 3 * 106);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn stamp_runs_are_speedups_and_summaries_are_skipped() {
+        let dir = std::env::temp_dir().join(format!("ordo-plot-stamp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let run_line = |clock: &str, threads: usize, elapsed_s: f64| {
+            serde_json::json!({
+                "workload": "stamp", "record": "run", "app": "kmeans",
+                "sequential_s": [1.0, 3.0, 2.0],
+                "result": {"clock": clock, "threads": threads, "repetition": 0,
+                    "elapsed_s": elapsed_s, "commits": 90, "read_only_commits": 10,
+                    "aborts": [["validation", 25]], "abort_rate": 0.2}
+            })
+            .to_string()
+        };
+        let summary = r#"{"workload": "stamp", "record": "summary", "app": "kmeans"}"#;
+        let input = results_file(
+            &dir,
+            &[run_line("logical", 2, 4.0), summary.into(), run_line("ordo", 2, 5.0)],
+        );
+        let runs = read_runs(std::slice::from_ref(&input)).unwrap();
+        assert_eq!(runs.len(), 2);
+        let (_, _, cells) = summarise(&runs);
+        let ordo = &cells[&("stamp kmeans".to_owned(), 2, "ordo".to_owned())];
+        assert_eq!(ordo.median, 2.0 / 5.0, "speedup over the median sequential time");
+        assert_eq!(ordo.attempts, 125);
+        for kind in [Kind::Throughput, Kind::Ratio] {
+            let output = dir.join(format!("stamp-{kind:?}.svg"));
+            run(&PlotArgs { results: vec![input.clone()], output: output.clone(), kind }).unwrap();
+            let svg = std::fs::read_to_string(&output).unwrap();
+            assert!(svg.contains("stamp kmeans"), "{kind:?}");
+        }
+        let bad = results_file(&dir, &[run_line("ordo", 2, 0.0)]);
+        let e = read_runs(&[bad]).unwrap_err().to_string();
+        assert!(e.contains(":1:") && e.contains("elapsed_s"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

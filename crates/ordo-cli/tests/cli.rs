@@ -98,6 +98,42 @@ fn a_small_run_is_summarised_recorded_and_plotted() {
 }
 
 #[test]
+fn stamp_runs_are_recorded_and_plotted_as_speedups() {
+    let dir = scratch("stamp");
+    let results = dir.join("stamp.jsonl");
+    let results_arg = results.to_str().unwrap();
+    let args = [
+        "bench",
+        "stamp",
+        "--app",
+        "kmeans",
+        "--param",
+        "points=256",
+        "--param",
+        "n=2",
+        "--param",
+        "m=4",
+    ];
+    let o = ordo(
+        &[&args[..], &["--threads", "1,2", "--repetitions", "1", "--out", results_arg]].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("speedup"), "the table is printed");
+    let lines = std::fs::read_to_string(&results).unwrap();
+    let records: Vec<serde_json::Value> =
+        lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let runs = records.iter().filter(|v| v["record"] == "run").count();
+    assert_eq!(runs, 2 * 2, "threads x clocks, one repetition");
+    assert_eq!(records.len(), runs * 2, "a summary line per cell");
+    let fig = dir.join("ratio.svg");
+    let o = ordo(&["plot", results_arg, "-o", fig.to_str().unwrap(), "--kind", "ratio"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&fig).unwrap().contains("stamp kmeans"));
+    refused(&[&args[..], &["--out", "/nonexistent/dir/r.jsonl"]].concat(), "/nonexistent/dir");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn tpcc_refuses_bad_scale_and_reports_new_orders() {
     refused(&["bench", "tpcc", "--warehouses", "0"], "warehouses = 0 is out of range");
     refused(&["bench", "tpcc", "--items", "0"], "items = 0 is out of range");
