@@ -23,11 +23,25 @@
 //! `D < wts`), or published `lower` after B read the slot; then its `get_ts` started after every
 //! record counted in M was appended, so `wts > M >= D` (get_ts increases along happens-before).
 //!
-//! The leader syncs every segment with unsynced appends when another slot has records not yet
-//! covered, then appends a marker record `D` to its own chunk and syncs that segment. Recovery
-//! trusts a marker only inside the valid prefix of its chunk, so the leader's own records before
-//! the marker become durable with the same `fdatasync` — one flush per commit on one thread.
-//! Committers return once the in-memory marker (published after the flush) covers their `wts`.
+//! The leader then reads the **frontier** — for every slot with records no completed round
+//! covered, where its current chunk ends (published before `appended`, so it lies past every
+//! record counted in B) — appends a marker record `D` naming that frontier to its own chunk,
+//! and issues **one `fdatasync` per segment with unsynced appends**. Chunks of all threads
+//! share segments, so a round is usually one flush covering every thread's records and the
+//! marker together; committers return once the in-memory marker (published after the flush)
+//! covers their `wts`.
+//!
+//! The marker may reach the disk before the records it covers (the device persists unsynced
+//! pages in any order, and a round may flush several segments). Recovery therefore trusts a
+//! marker only when (1) it lies inside the valid prefix of its own chunk — which covers the
+//! leader's own records before it — and (2) every chunk of its frontier has a valid prefix
+//! reaching the named end (a chunk of a segment that no longer exists was deleted by a
+//! checkpoint, so all its records are at or below C). A record with `wts <= D` is either in a
+//! frontier chunk before the named end, or was covered by an earlier round's completed flush,
+//! or sits in an older chunk of its slot, which is flushed when the slot moves to a new chunk
+//! (once per chunk, see `write_record`). So a trusted marker `D` implies every record at or
+//! below `D` is on the disk, and a completed round leaves a trusted marker: one flush per round,
+//! one flush per commit on one thread.
 //!
 //! # Invariants
 //! * The durable marker only grows, and every record with `wts <= marker` is on stable storage.
@@ -101,6 +115,25 @@ struct ChunkWriter {
     buf: RecordBuf,
 }
 
+impl ChunkWriter {
+    fn end(&self) -> Option<ChunkEnd> {
+        self.at.as_ref().map(|(seg, chunk)| ChunkEnd {
+            seq: seg.header.seq,
+            chunk: *chunk,
+            end_bytes: self.pos,
+        })
+    }
+}
+
+/// Where a slot's records end: a marker names these (its frontier), and recovery trusts the
+/// marker only when every named chunk's valid prefix reaches its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ChunkEnd {
+    seq: u64,
+    chunk: u32,
+    end_bytes: u32,
+}
+
 /// A worker slot's log state.
 #[derive(Debug)]
 pub(crate) struct SlotLog {
@@ -108,6 +141,9 @@ pub(crate) struct SlotLog {
     appended: AtomicU64,
     /// The `appended` value a completed sync covered (written under `sync_lock`).
     covered: AtomicU64,
+    /// The end of the slot's last record, published before `appended` (the round reads it
+    /// without waiting for a writer that is busy appending).
+    end: Mutex<Option<ChunkEnd>>,
     writer: Mutex<ChunkWriter>,
 }
 
@@ -117,6 +153,7 @@ impl Default for SlotLog {
             lower: AtomicU64::new(IDLE),
             appended: AtomicU64::new(0),
             covered: AtomicU64::new(0),
+            end: Mutex::new(None),
             writer: Mutex::new(ChunkWriter::default()),
         }
     }
@@ -319,6 +356,14 @@ impl Log {
         if !fits {
             // Seal first: the checkpointer may be waiting for this chunk to delete its segment.
             if let Some((old, _)) = w.at.take() {
+                // Sync mode: a marker names only the slot's current chunk, so the records of
+                // the chunk left behind are flushed before the slot moves on (once per chunk).
+                if self.mode == Mode::Sync {
+                    if let Err(e) = old.sync(&self.stats) {
+                        old.sealed.fetch_add(1, Ordering::AcqRel);
+                        return self.poison(e);
+                    }
+                }
                 old.sealed.fetch_add(1, Ordering::AcqRel);
             }
             self.wait_for_room();
@@ -360,6 +405,9 @@ impl Log {
         fill(&mut w.buf);
         let len = w.buf.finish().len();
         let result = self.write_record(&mut w, len);
+        if result.is_ok() {
+            *lock(&s.end) = w.end();
+        }
         drop(w);
         if result.is_ok() {
             // Release: pairs with the Acquire loads of the A and B scans.
@@ -406,59 +454,52 @@ impl Log {
         let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
         // B.
         let mut d = m;
-        let mut others_pending = false;
         for (i, s) in self.slots.iter().enumerate() {
             // SeqCst: pairs with publish_lower's SeqCst store (see the claim in the docs).
             let l = s.lower.load(Ordering::SeqCst);
             if l != IDLE && !self.shortcuts.ignore_pending {
                 d = d.min(l.saturating_sub(1));
             }
-            let a = s.appended.load(Ordering::Acquire);
-            seen[i] = a;
-            if i != me && a > s.covered.load(Ordering::Relaxed) {
-                others_pending = true;
-            }
+            seen[i] = s.appended.load(Ordering::Acquire);
         }
         if d <= self.marker() {
             return Ok(false);
         }
-        let segs: Vec<Arc<Segment>> = lock(&self.segments).clone();
-        let sync_all = |log: &Log| -> Result<(), DurableError> {
-            for seg in &segs {
-                if let Err(e) = seg.sync(&log.stats) {
-                    return log.poison(e);
+        // C. The frontier: where each slot's chunk ends now, for every slot with records no
+        // completed round covered. A record counted in B has its end published before its
+        // `appended` (append_tx), so the frontier reaches past every record with wts <= D.
+        let mut frontier = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if seen[i] > s.covered.load(Ordering::Relaxed) {
+                if let Some(end) = *lock(&s.end) {
+                    frontier.push(end);
                 }
             }
-            for (i, s) in log.slots.iter().enumerate() {
-                s.covered.store(seen[i], Ordering::Relaxed);
-            }
-            Ok(())
-        };
-        if others_pending {
-            sync_all(self)?;
         }
-        // The marker goes to our own chunk, behind our own records; if it must open a new
-        // chunk, our records in the old chunk are synced first.
+        // D. The marker goes to our own chunk, behind our own records, naming the frontier.
         let s = &self.slots[me];
         let mut w = lock(&s.writer);
         w.buf.begin(KIND_MARKER, d);
-        let len = w.buf.finish().len();
-        let fits = w.at.is_some() && w.pos as usize + len <= self.chunk_bytes as usize;
-        if !fits && !others_pending {
-            drop(w);
-            sync_all(self)?;
-            w = lock(&s.writer);
-            w.buf.begin(KIND_MARKER, d);
+        for f in &frontier {
+            w.buf.entry_words(f.seq, [u64::from(f.chunk), u64::from(f.end_bytes)]);
         }
-        let seg = match self.write_record(&mut w, len) {
-            Ok(seg) => seg,
-            Err(e) => return self.poison(e),
-        };
-        drop(w);
-        if let Err(e) = seg.sync(&self.stats) {
+        let len = w.buf.finish().len();
+        if let Err(e) = self.write_record(&mut w, len) {
             return self.poison(e);
         }
-        s.covered.store(seen[me], Ordering::Relaxed);
+        *lock(&s.end) = w.end();
+        drop(w);
+        // E. One fdatasync per segment with unsynced appends: usually a single one, covering
+        // every thread's records and the marker at once.
+        let segs: Vec<Arc<Segment>> = lock(&self.segments).clone();
+        for seg in &segs {
+            if let Err(e) = seg.sync(&self.stats) {
+                return self.poison(e);
+            }
+        }
+        for (i, s) in self.slots.iter().enumerate() {
+            s.covered.store(seen[i], Ordering::Relaxed);
+        }
         // Release: pairs with marker()'s Acquire; waiters see a flushed marker only.
         self.marker.fetch_max(d, Ordering::Release);
         Ok(true)
