@@ -51,7 +51,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
@@ -65,6 +65,9 @@ pub(crate) const IDLE: u64 = u64::MAX;
 const ZERO_FILL_BYTES: usize = 1 << 20;
 /// The longest a waiter sleeps before checking the marker again.
 const WAIT_SLICE: Duration = Duration::from_micros(200);
+/// The longest a leader waits for the committers the previous round released (see
+/// [`Log::gather`]); the wait is also at most half the last flush's duration.
+const GATHER_MAX: Duration = Duration::from_micros(250);
 /// The longest a commit waits for the checkpointer when the log is full.
 pub(crate) const LOG_FULL_WAIT_MAX: Duration = Duration::from_secs(1);
 
@@ -141,6 +144,9 @@ pub(crate) struct SlotLog {
     appended: AtomicU64,
     /// The `appended` value a completed sync covered (written under `sync_lock`).
     covered: AtomicU64,
+    /// The number of the completed round that last covered new records of this slot (released
+    /// its committer).
+    released: AtomicU64,
     /// The end of the slot's last record, published before `appended` (the round reads it
     /// without waiting for a writer that is busy appending).
     end: Mutex<Option<ChunkEnd>>,
@@ -153,6 +159,7 @@ impl Default for SlotLog {
             lower: AtomicU64::new(IDLE),
             appended: AtomicU64::new(0),
             covered: AtomicU64::new(0),
+            released: AtomicU64::new(0),
             end: Mutex::new(None),
             writer: Mutex::new(ChunkWriter::default()),
         }
@@ -194,6 +201,10 @@ pub(crate) struct Log {
     slots: Box<[CachePadded<SlotLog>]>,
     marker: AtomicU64,
     sync_lock: Mutex<Vec<u64>>,
+    /// Rounds that advanced the marker (written under `sync_lock`).
+    completed: AtomicU64,
+    /// Nanoseconds the last round's flush took.
+    flush_ns: AtomicU64,
     wake: (Mutex<()>, Condvar),
     /// Signalled when the checkpointer deletes segments.
     room: (Mutex<()>, Condvar),
@@ -234,6 +245,8 @@ impl Log {
             slots: (0..threads).map(|_| CachePadded::new(SlotLog::default())).collect(),
             marker: AtomicU64::new(marker),
             sync_lock: Mutex::new(vec![0; threads]),
+            completed: AtomicU64::new(0),
+            flush_ns: AtomicU64::new(0),
             wake: (Mutex::new(()), Condvar::new()),
             room: (Mutex::new(()), Condvar::new()),
             segments_max: s.segments_max,
@@ -429,6 +442,7 @@ impl Log {
                 return Ok(());
             }
             if let Ok(mut scratch) = self.sync_lock.try_lock() {
+                self.gather(slot);
                 let progressed = self.round(slot, &mut scratch);
                 drop(scratch);
                 drop(lock(&self.wake.0));
@@ -444,6 +458,33 @@ impl Log {
                 return Ok(());
             }
             let _ = self.wake.1.wait_timeout(g, WAIT_SLICE);
+        }
+    }
+
+    /// Leader/follower batching: before a round, the leader waits (yielding, at most half the
+    /// last flush and [`GATHER_MAX`]) until every other committer the previous round released
+    /// has appended its next record. Closed-loop committers then share every flush instead of
+    /// alternating between two half-full rounds; a committer that stops committing costs one
+    /// bounded wait, once. Only a heuristic: correctness does not depend on it.
+    fn gather(&self, me: usize) {
+        let k = self.completed.load(Ordering::Relaxed);
+        let budget =
+            Duration::from_nanos(self.flush_ns.load(Ordering::Relaxed) / 2).min(GATHER_MAX);
+        if k == 0 || budget.is_zero() {
+            return;
+        }
+        let start = Instant::now();
+        loop {
+            let missing = self.slots.iter().enumerate().any(|(i, s)| {
+                i != me
+                    && s.released.load(Ordering::Relaxed) == k
+                    // Acquire: pairs with the Release fetch_max in append_tx.
+                    && s.appended.load(Ordering::Acquire) <= s.covered.load(Ordering::Relaxed)
+            });
+            if !missing || start.elapsed() >= budget {
+                return;
+            }
+            std::thread::yield_now();
         }
     }
 
@@ -492,12 +533,19 @@ impl Log {
         // E. One fdatasync per segment with unsynced appends: usually a single one, covering
         // every thread's records and the marker at once.
         let segs: Vec<Arc<Segment>> = lock(&self.segments).clone();
+        let flush_start = Instant::now();
         for seg in &segs {
             if let Err(e) = seg.sync(&self.stats) {
                 return self.poison(e);
             }
         }
+        self.flush_ns.store(flush_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let k = self.completed.load(Ordering::Relaxed) + 1;
+        self.completed.store(k, Ordering::Relaxed);
         for (i, s) in self.slots.iter().enumerate() {
+            if seen[i] > s.covered.load(Ordering::Relaxed) {
+                s.released.store(k, Ordering::Relaxed);
+            }
             s.covered.store(seen[i], Ordering::Relaxed);
         }
         // Release: pairs with marker()'s Acquire; waiters see a flushed marker only.
