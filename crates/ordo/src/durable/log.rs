@@ -116,6 +116,9 @@ struct ChunkWriter {
     /// Next free byte inside the chunk.
     pos: u32,
     buf: RecordBuf,
+    /// The last transaction record (segment, offset, length) awaiting its writeback hint
+    /// (`flush_after_commit`).
+    hint: Option<(Arc<Segment>, u64, u64)>,
 }
 
 impl ChunkWriter {
@@ -394,7 +397,7 @@ impl Log {
             return Err(DurableError::Io { op: "write", path: seg.path.clone(), source });
         }
         if self.flush_after_commit {
-            seg.file.start_writeback(offset, record_len as u64);
+            w.hint = Some((seg.clone(), offset, record_len as u64));
         }
         w.pos += record_len as u32;
         self.stats.records.fetch_add(1, Ordering::Relaxed);
@@ -429,6 +432,20 @@ impl Log {
         // Release: pairs with the B scan's SeqCst load; the append above is visible with it.
         s.lower.store(IDLE, Ordering::Release);
         result.map(|_| ())
+    }
+
+    /// SPHT Alg. 5 line 17, after the commit installed its writes and unlocked: start writeback
+    /// of the slot's last record without waiting (`sync_file_range`), so the next group flush
+    /// (sync mode) or the kernel (process mode) finds less to write. A no-op unless
+    /// `flush_after_commit`.
+    pub(crate) fn after_commit(&self, slot: usize) {
+        if !self.flush_after_commit {
+            return;
+        }
+        let hint = lock(&self.slots[slot].writer).hint.take();
+        if let Some((seg, offset, len_bytes)) = hint {
+            seg.file.start_writeback(offset, len_bytes);
+        }
     }
 
     /// Waits until the marker covers `ts` (sync mode), leading rounds when nobody else does.

@@ -14,7 +14,8 @@
 //!   survives a process crash: SPHT-eADR Alg. 4, no flush and no marker; `Sync` — SPHT Alg. 3:
 //!   committers wait until a group `fdatasync` round has made every record with a smaller or
 //!   equal timestamp durable and the durable marker covers them. `flush_after_commit` starts
-//!   writeback of each record at once (Alg. 5's flush hint, `sync_file_range`).
+//!   writeback of each record once its transaction has installed and unlocked (Alg. 5 line
+//!   17's flush after `HTM_COMMIT`, here `sync_file_range(SYNC_FILE_RANGE_WRITE)`, no wait).
 //! * **Recovery** ([`recovery`]): read the checkpoint timestamp C and the marker D, replay the
 //!   records with `C < wts <= D` in timestamp order into the heap files (the newest image per
 //!   object only), persist C = D, delete the segments, map the files and rebuild the slab
@@ -90,7 +91,9 @@ pub struct DurableConfig {
     pub chunk_bytes: u32,
     /// Chunks per preallocated segment file.
     pub chunks_per_segment: u32,
-    /// Start writeback of every record right after it is written (SPHT Alg. 5).
+    /// Start writeback of every transaction record after its commit installed (SPHT Alg. 5's
+    /// flush after commit; a `sync_file_range` hint, never waited for). Off by default:
+    /// `ordo bench durable --modes sync,sync+flush` measures both.
     pub flush_after_commit: bool,
     /// Milliseconds between background checkpoints; 0 runs none (call
     /// [`crate::Ordo::checkpoint`]).
