@@ -36,6 +36,11 @@ pub(crate) struct DurableArgs {
     /// Start writeback of each record after commit (SPHT Alg. 5) in every durable mode.
     #[arg(long)]
     flush_after_commit: bool,
+    /// Leader/follower batching in sync mode: microseconds a round's leader may wait for the
+    /// committers the previous round released (at most half the last flush); 0 = off
+    /// [default: the database's, 250].
+    #[arg(long)]
+    group_wait_us: Option<u64>,
     /// Parent directory of the benchmark databases (on the device to measure).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
@@ -163,9 +168,17 @@ pub(crate) fn run_durable(args: &DurableArgs) -> Result<(), CliError> {
                     }
                     let dir = root.join(format!("{name}-{threads}-{i}-{rep}"));
                     let _ = std::fs::remove_dir_all(&dir);
-                    let r =
-                        bench::run(LogicalClock::new(), &w, &dir, *mode, arg.flush_after_commit)
-                            .map_err(io_err)?;
+                    let r = bench::run(
+                        LogicalClock::new(),
+                        &w,
+                        &dir,
+                        *mode,
+                        bench::Knobs {
+                            flush_after_commit: arg.flush_after_commit,
+                            group_wait_us: args.group_wait_us,
+                        },
+                    )
+                    .map_err(io_err)?;
                     if common.json {
                         println!(
                             "{}",
@@ -173,6 +186,7 @@ pub(crate) fn run_durable(args: &DurableArgs) -> Result<(), CliError> {
                                 "workload": "durable", "mix": name, "threads": threads,
                                 "result": &r, "raw_fdatasync_per_s": raw_a,
                                 "flush_after_commit": arg.flush_after_commit,
+                                "group_wait_us": args.group_wait_us,
                                 "git_revision": ordo_bench::report::git_revision(),
                                 "machine": ordo_bench::report::Machine::read(),
                             })

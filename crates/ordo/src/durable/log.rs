@@ -43,6 +43,18 @@
 //! below `D` is on the disk, and a completed round leaves a trusted marker: one flush per round,
 //! one flush per commit on one thread.
 //!
+//! `tests/durable_group.rs` scripts both crash states (a marker flushed before another
+//! segment's records; a record left in a slot's previous chunk) and fails with either check
+//! removed; `tests/durable_power.rs` cuts power at random points with and without random
+//! unsynced writes kept.
+//!
+//! # Batching
+//! A waiting committer leads a round when `sync_lock` is free, otherwise it sleeps until a
+//! round ends (or `WAIT_SLICE`). Committers that append while a flush is in flight are
+//! covered by the next round together. With `group_wait` (250 us by default) a leader first
+//! waits, bounded, for the committers the previous round released (`gather`): closed-loop
+//! threads then share every flush instead of alternating between two half-full rounds.
+//!
 //! # Invariants
 //! * The durable marker only grows, and every record with `wts <= marker` is on stable storage.
 //! * A failed `fdatasync` poisons the log (no retry: the kernel may have dropped the pages);
@@ -65,9 +77,6 @@ pub(crate) const IDLE: u64 = u64::MAX;
 const ZERO_FILL_BYTES: usize = 1 << 20;
 /// The longest a waiter sleeps before checking the marker again.
 const WAIT_SLICE: Duration = Duration::from_micros(200);
-/// The longest a leader waits for the committers the previous round released (see
-/// [`Log::gather`]); the wait is also at most half the last flush's duration.
-const GATHER_MAX: Duration = Duration::from_micros(250);
 /// The longest a commit waits for the checkpointer when the log is full.
 pub(crate) const LOG_FULL_WAIT_MAX: Duration = Duration::from_secs(1);
 
@@ -198,6 +207,7 @@ pub(crate) struct Log {
     chunk_bytes: u32,
     chunks_per_segment: u32,
     flush_after_commit: bool,
+    group_wait: Duration,
     pub(crate) shortcuts: MarkerShortcuts,
     segments: Mutex<Vec<Arc<Segment>>>,
     next_seq: AtomicU64,
@@ -208,6 +218,9 @@ pub(crate) struct Log {
     completed: AtomicU64,
     /// Nanoseconds the last round's flush took.
     flush_ns: AtomicU64,
+    /// A leader is gathering: appenders wake it (see [`Log::gather`]).
+    gathering: AtomicBool,
+    gather_wake: (Mutex<()>, Condvar),
     wake: (Mutex<()>, Condvar),
     /// Signalled when the checkpointer deletes segments.
     room: (Mutex<()>, Condvar),
@@ -222,6 +235,7 @@ pub(crate) struct LogSettings {
     pub(crate) chunk_bytes: u32,
     pub(crate) chunks_per_segment: u32,
     pub(crate) flush_after_commit: bool,
+    pub(crate) group_wait: Duration,
     pub(crate) segments_max: usize,
     pub(crate) shortcuts: MarkerShortcuts,
 }
@@ -242,6 +256,7 @@ impl Log {
             chunk_bytes: s.chunk_bytes,
             chunks_per_segment: s.chunks_per_segment,
             flush_after_commit: s.flush_after_commit,
+            group_wait: s.group_wait,
             shortcuts: s.shortcuts,
             segments: Mutex::new(Vec::new()),
             next_seq: AtomicU64::new(first_seq),
@@ -250,6 +265,8 @@ impl Log {
             sync_lock: Mutex::new(vec![0; threads]),
             completed: AtomicU64::new(0),
             flush_ns: AtomicU64::new(0),
+            gathering: AtomicBool::new(false),
+            gather_wake: (Mutex::new(()), Condvar::new()),
             wake: (Mutex::new(()), Condvar::new()),
             room: (Mutex::new(()), Condvar::new()),
             segments_max: s.segments_max,
@@ -431,6 +448,12 @@ impl Log {
         }
         // Release: pairs with the B scan's SeqCst load; the append above is visible with it.
         s.lower.store(IDLE, Ordering::Release);
+        // SeqCst: pairs with gather's SeqCst store of `gathering`. A missed wake-up would only
+        // cost the leader its bounded wait.
+        if self.gathering.load(Ordering::SeqCst) {
+            drop(lock(&self.gather_wake.0));
+            self.gather_wake.1.notify_one();
+        }
         result.map(|_| ())
     }
 
@@ -478,31 +501,46 @@ impl Log {
         }
     }
 
-    /// Leader/follower batching: before a round, the leader waits (yielding, at most half the
-    /// last flush and [`GATHER_MAX`]) until every other committer the previous round released
-    /// has appended its next record. Closed-loop committers then share every flush instead of
-    /// alternating between two half-full rounds; a committer that stops committing costs one
-    /// bounded wait, once. Only a heuristic: correctness does not depend on it.
+    /// Leader/follower batching: before a round, the leader waits (blocked, woken by each
+    /// append, at most half the last flush and `group_wait`) until every other committer the
+    /// previous round released has appended its next record. Closed-loop committers then share
+    /// every flush instead of alternating between two half-full rounds; a committer that stops
+    /// committing costs one bounded wait, once. Only a heuristic: correctness does not depend
+    /// on it.
     fn gather(&self, me: usize) {
         let k = self.completed.load(Ordering::Relaxed);
         let budget =
-            Duration::from_nanos(self.flush_ns.load(Ordering::Relaxed) / 2).min(GATHER_MAX);
+            Duration::from_nanos(self.flush_ns.load(Ordering::Relaxed) / 2).min(self.group_wait);
         if k == 0 || budget.is_zero() {
             return;
         }
-        let start = Instant::now();
-        loop {
-            let missing = self.slots.iter().enumerate().any(|(i, s)| {
+        let missing = || {
+            self.slots.iter().enumerate().any(|(i, s)| {
                 i != me
                     && s.released.load(Ordering::Relaxed) == k
                     // Acquire: pairs with the Release fetch_max in append_tx.
                     && s.appended.load(Ordering::Acquire) <= s.covered.load(Ordering::Relaxed)
-            });
-            if !missing || start.elapsed() >= budget {
-                return;
-            }
-            std::thread::yield_now();
+            })
+        };
+        if !missing() {
+            return;
         }
+        let deadline = Instant::now() + budget;
+        // SeqCst: pairs with append_tx's SeqCst load.
+        self.gathering.store(true, Ordering::SeqCst);
+        let mut g = lock(&self.gather_wake.0);
+        while missing() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            g = match self.gather_wake.1.wait_timeout(g, deadline - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        drop(g);
+        self.gathering.store(false, Ordering::Relaxed);
     }
 
     /// One round: see the module docs. Returns whether the marker advanced.

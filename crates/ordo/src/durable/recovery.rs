@@ -189,7 +189,7 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
 
     let mut records = Vec::new();
     // Markers (value, frontier entries) and each chunk's valid prefix, by (segment seq, chunk).
-    let mut markers: Vec<(u64, Option<Vec<(u64, u64, u64)>>)> = Vec::new();
+    let mut markers: Vec<(u64, Option<Frontier>)> = Vec::new();
     let mut valid_end: HashMap<(u64, u64), u64> = HashMap::new();
     // Bad records, judged once the marker is known: (seg, offset, ts field, reason, followed).
     let mut bad = Vec::new();
@@ -299,9 +299,12 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
     Ok(Scan { manifest, segs, records, report, started })
 }
 
+/// A marker's frontier: `(segment seq, chunk, end offset in the chunk)` per named chunk.
+type Frontier = Vec<(u64, u64, u64)>;
+
 /// A marker record's frontier: `(segment seq, chunk, end offset in the chunk)` per entry;
 /// `None` (never trusted) when an entry is not 16 bytes.
-fn frontier(r: &format::RecordRef<'_>) -> Option<Vec<(u64, u64, u64)>> {
+fn frontier(r: &format::RecordRef<'_>) -> Option<Frontier> {
     r.entries
         .iter()
         .map(|(seq, image)| {
