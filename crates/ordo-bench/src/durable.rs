@@ -58,13 +58,26 @@ pub fn fresh_dir(parent: &Path, name: &str) -> Result<PathBuf, BenchError> {
     Ok(dir)
 }
 
+/// Durability settings a run varies besides the mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Knobs {
+    /// [`DurableConfig::flush_after_commit`] (SPHT Alg. 5).
+    pub flush_after_commit: bool,
+    /// [`DurableConfig::group_wait_us`] (leader/follower batching); `None`: the default.
+    pub group_wait_us: Option<u64>,
+}
+
 /// The database configuration of a run: in memory for `None`.
-pub fn config(dir: &Path, mode: Option<Mode>, flush_after_commit: bool) -> Config {
+pub fn config(dir: &Path, mode: Option<Mode>, knobs: Knobs) -> Config {
     Config {
-        durability: mode.map(|m| DurableConfig {
-            flush_after_commit,
-            chunks_per_segment: 64,
-            ..DurableConfig::new(dir, m)
+        durability: mode.map(|m| {
+            let d = DurableConfig::new(dir, m);
+            DurableConfig {
+                flush_after_commit: knobs.flush_after_commit,
+                group_wait_us: knobs.group_wait_us.unwrap_or(d.group_wait_us),
+                chunks_per_segment: 64,
+                ..d
+            }
         }),
         ..Config::default()
     }
@@ -77,9 +90,9 @@ pub fn run<C: Clock>(
     workload: &Workload,
     dir: &Path,
     mode: Option<Mode>,
-    flush_after_commit: bool,
+    knobs: Knobs,
 ) -> Result<DurableRun, BenchError> {
-    let base = config(dir, mode, flush_after_commit);
+    let base = config(dir, mode, knobs);
     let (stats, before, after) = match workload {
         Workload::Synthetic(cfg) => {
             let t = synthetic::load_with(clock, cfg, base)?;
@@ -136,7 +149,7 @@ pub fn recovery_speed<C: Clock>(
         .map_err(|e| BenchError::Engine(e.into()))?;
     let scan_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let db = Ordo::open_durable(config(dir, Some(mode), false), make_clock)?;
+    let db = Ordo::open_durable(config(dir, Some(mode), Knobs::default()), make_clock)?;
     let recover_s = t1.elapsed().as_secs_f64();
     let report = db.recovery_report().cloned().unwrap_or_default();
     drop(db);

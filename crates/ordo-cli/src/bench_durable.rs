@@ -26,15 +26,21 @@ pub(crate) struct DurableArgs {
     /// Workloads, comma-separated: a synthetic mix (5r5w, 45r5w, 9r1w, 5r45w) or ycsb-a.
     #[arg(long, value_delimiter = ',', default_values_t = vec!["5r5w".to_owned(), "ycsb-a".to_owned()])]
     workloads: Vec<String>,
-    /// Durability modes, comma-separated: none, process, sync.
+    /// Durability modes, comma-separated: none, process, sync; `process+flush` and
+    /// `sync+flush` add SPHT Alg. 5's flush after commit, so one run compares both.
     #[arg(long, value_delimiter = ',', default_values_t = vec!["none".to_owned(), "process".to_owned(), "sync".to_owned()])]
     modes: Vec<String>,
     /// Objects per private pool (synthetic) or rows (YCSB).
     #[arg(long, default_value_t = 16_384)]
     objects: usize,
-    /// Start writeback of each record after commit (SPHT Alg. 5).
+    /// Start writeback of each record after commit (SPHT Alg. 5) in every durable mode.
     #[arg(long)]
     flush_after_commit: bool,
+    /// Leader/follower batching in sync mode: microseconds a round's leader may wait for the
+    /// committers the previous round released (at most half the last flush); 0 = off
+    /// [default: the database's, 250].
+    #[arg(long)]
+    group_wait_us: Option<u64>,
     /// Parent directory of the benchmark databases (on the device to measure).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
@@ -43,15 +49,39 @@ pub(crate) struct DurableArgs {
     repetitions: usize,
 }
 
-fn parse_mode(s: &str) -> Result<Option<Mode>, CliError> {
-    match s {
-        "none" => Ok(None),
-        "process" => Ok(Some(Mode::Process)),
-        "sync" => Ok(Some(Mode::Sync)),
-        _ => Err(CliError::Usage(format!(
-            "unknown durability {s:?}; expected none, process or sync"
-        ))),
+/// A measured configuration: the durability mode and whether records are flushed after commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ModeArg {
+    mode: Option<Mode>,
+    flush_after_commit: bool,
+}
+
+impl ModeArg {
+    fn name(self) -> &'static str {
+        match (self.mode, self.flush_after_commit) {
+            (None, _) => "none",
+            (Some(Mode::Process), false) => "process",
+            (Some(Mode::Process), true) => "process+flush",
+            (Some(Mode::Sync), false) => "sync",
+            (Some(Mode::Sync), true) => "sync+flush",
+        }
     }
+}
+
+fn parse_mode(s: &str, flush_all: bool) -> Result<ModeArg, CliError> {
+    let (mode, flush) = match s {
+        "none" => (None, false),
+        "process" => (Some(Mode::Process), false),
+        "sync" => (Some(Mode::Sync), false),
+        "process+flush" => (Some(Mode::Process), true),
+        "sync+flush" => (Some(Mode::Sync), true),
+        _ => {
+            return Err(CliError::Usage(format!(
+                "unknown durability {s:?}; expected none, process, sync, process+flush or sync+flush"
+            )));
+        }
+    };
+    Ok(ModeArg { mode, flush_after_commit: mode.is_some() && (flush || flush_all) })
 }
 
 fn workload(
@@ -101,7 +131,11 @@ pub(crate) fn run_durable(args: &DurableArgs) -> Result<(), CliError> {
     if args.repetitions == 0 {
         return Err(CliError::Usage("--repetitions must be at least 1".into()));
     }
-    let modes = args.modes.iter().map(|m| parse_mode(m)).collect::<Result<Vec<_>, _>>()?;
+    let modes = args
+        .modes
+        .iter()
+        .map(|m| parse_mode(m, args.flush_after_commit))
+        .collect::<Result<Vec<_>, _>>()?;
     let thread_counts = common.thread_counts()?;
     let duration = common.duration().unwrap_or(Duration::from_millis(1000));
     let root = bench::fresh_dir(&args.dir, "durable").map_err(io_err)?;
@@ -125,7 +159,8 @@ pub(crate) fn run_durable(args: &DurableArgs) -> Result<(), CliError> {
             // sync run of the cell and the ratio is taken between the two medians.
             let mut raw_runs = Vec::new();
             for rep in 0..args.repetitions {
-                for (i, mode) in modes.iter().enumerate() {
+                for (i, arg) in modes.iter().enumerate() {
+                    let mode = &arg.mode;
                     if *mode == Some(Mode::Sync) {
                         let raw =
                             bench::raw_fsync_rate(&root, 128, duration / 2).map_err(io_err)?;
@@ -133,15 +168,25 @@ pub(crate) fn run_durable(args: &DurableArgs) -> Result<(), CliError> {
                     }
                     let dir = root.join(format!("{name}-{threads}-{i}-{rep}"));
                     let _ = std::fs::remove_dir_all(&dir);
-                    let r =
-                        bench::run(LogicalClock::new(), &w, &dir, *mode, args.flush_after_commit)
-                            .map_err(io_err)?;
+                    let r = bench::run(
+                        LogicalClock::new(),
+                        &w,
+                        &dir,
+                        *mode,
+                        bench::Knobs {
+                            flush_after_commit: arg.flush_after_commit,
+                            group_wait_us: args.group_wait_us,
+                        },
+                    )
+                    .map_err(io_err)?;
                     if common.json {
                         println!(
                             "{}",
                             serde_json::json!({
                                 "workload": "durable", "mix": name, "threads": threads,
                                 "result": &r, "raw_fdatasync_per_s": raw_a,
+                                "flush_after_commit": arg.flush_after_commit,
+                                "group_wait_us": args.group_wait_us,
                                 "git_revision": ordo_bench::report::git_revision(),
                                 "machine": ordo_bench::report::Machine::read(),
                             })
@@ -156,7 +201,8 @@ pub(crate) fn run_durable(args: &DurableArgs) -> Result<(), CliError> {
                     bar.inc(1);
                 }
             }
-            for (i, mode) in modes.iter().enumerate() {
+            for (i, arg) in modes.iter().enumerate() {
+                let mode = &arg.mode;
                 let tx: Vec<f64> = runs[i].iter().map(|r| r.stats.tx_per_s).collect();
                 let s = Spread::of(&tx);
                 let mid = &runs[i][runs[i].len() / 2];
@@ -176,8 +222,8 @@ pub(crate) fn run_durable(args: &DurableArgs) -> Result<(), CliError> {
                 };
                 bar.suspend(|| {
                     println!(
-                        "{name:>6} {threads:>2} threads {:>7}: {:>9.0} [{:.0}-{:.0}] tx/s  p50 {:.1} p99 {:.1} us  {:.0} B/commit{group}",
-                        mode.map_or("none", Mode::name),
+                        "{name:>6} {threads:>2} threads {:>13}: {:>9.0} [{:.0}-{:.0}] tx/s  p50 {:.1} p99 {:.1} us  {:.0} B/commit{group}",
+                        arg.name(),
                         s.median,
                         s.min,
                         s.max,

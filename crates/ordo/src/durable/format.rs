@@ -21,6 +21,8 @@
 //! 16 wts u64 (transaction) or D (marker)
 //! 24 entries: addr u64 | len u32 | 0 u32 | len bytes of image, zero-padded to 8
 //! ```
+//! A marker's entries are its frontier: addr = a segment's seq, image = chunk u64 | end u64,
+//! the byte offset inside that chunk its records must reach for the marker to be trusted.
 //! An entry's image is copied verbatim to `addr` at replay: an object image is its 16-byte
 //! header (`ALLOC | wts`, `len << 40`, no old-version pointer) and payload; an allocation also
 //! carries its slab's header word so recovery knows the slab's size class.

@@ -178,6 +178,9 @@ struct Undo {
     len_bytes: u64,
     /// Before-images of unsynced writes, oldest first.
     writes: Vec<(u64, Vec<u8>)>,
+    /// The path the file was opened under when it was first changed (a temporary name for
+    /// files renamed into place later).
+    path: PathBuf,
 }
 
 #[derive(Debug, Default)]
@@ -217,6 +220,7 @@ impl FaultFile {
         match st.undo.entry(self.ino) {
             std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
             std::collections::hash_map::Entry::Vacant(e) => Ok(e.insert(Undo {
+                path: self.path.clone(),
                 file: self.inner.0.try_clone()?,
                 len_bytes: self.inner.len_bytes()?,
                 writes: Vec::new(),
@@ -290,11 +294,8 @@ impl FaultStorage {
     /// [`FaultStorage::power_loss`]). Real devices persist unsynced pages in any order, so
     /// recovery must cope with any subset. Returns the number of writes undone.
     pub fn power_loss_keeping(&self, seed: u64) -> io::Result<usize> {
-        let mut st = lock(&self.state);
-        st.frozen = true;
-        let mut undone = 0;
         let mut rng = seed;
-        let mut keep = move || {
+        self.power_loss_with(move |_| {
             if seed == 0 {
                 return false;
             }
@@ -304,13 +305,26 @@ impl FaultStorage {
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             (z ^ (z >> 31)) & 1 == 1
-        };
+        })
+    }
+
+    /// Power loss where the device had already written every unsynced write to the files
+    /// `keep` accepts (by the path the file was first changed under) and none to the others:
+    /// a scripted reordering for tests that need one exact crash state.
+    pub fn power_loss_keeping_files(&self, keep: impl Fn(&Path) -> bool) -> io::Result<usize> {
+        self.power_loss_with(keep)
+    }
+
+    fn power_loss_with(&self, mut keep: impl FnMut(&Path) -> bool) -> io::Result<usize> {
+        let mut st = lock(&self.state);
+        st.frozen = true;
+        let mut undone = 0;
         let undo = std::mem::take(&mut st.undo);
         for (_, u) in undo {
             let grown = u.file.metadata()?.len() > u.len_bytes;
             let mut kept_any_growth = false;
             for (offset, old) in u.writes.iter().rev() {
-                if keep() {
+                if keep(&u.path) {
                     kept_any_growth |= grown;
                     continue;
                 }

@@ -23,11 +23,37 @@
 //! `D < wts`), or published `lower` after B read the slot; then its `get_ts` started after every
 //! record counted in M was appended, so `wts > M >= D` (get_ts increases along happens-before).
 //!
-//! The leader syncs every segment with unsynced appends when another slot has records not yet
-//! covered, then appends a marker record `D` to its own chunk and syncs that segment. Recovery
-//! trusts a marker only inside the valid prefix of its chunk, so the leader's own records before
-//! the marker become durable with the same `fdatasync` — one flush per commit on one thread.
-//! Committers return once the in-memory marker (published after the flush) covers their `wts`.
+//! The leader then reads the **frontier** — for every slot with records no completed round
+//! covered, where its current chunk ends (published before `appended`, so it lies past every
+//! record counted in B) — appends a marker record `D` naming that frontier to its own chunk,
+//! and issues **one `fdatasync` per segment with unsynced appends**. Chunks of all threads
+//! share segments, so a round is usually one flush covering every thread's records and the
+//! marker together; committers return once the in-memory marker (published after the flush)
+//! covers their `wts`.
+//!
+//! The marker may reach the disk before the records it covers (the device persists unsynced
+//! pages in any order, and a round may flush several segments). Recovery therefore trusts a
+//! marker only when (1) it lies inside the valid prefix of its own chunk — which covers the
+//! leader's own records before it — and (2) every chunk of its frontier has a valid prefix
+//! reaching the named end (a chunk of a segment that no longer exists was deleted by a
+//! checkpoint, so all its records are at or below C). A record with `wts <= D` is either in a
+//! frontier chunk before the named end, or was covered by an earlier round's completed flush,
+//! or sits in an older chunk of its slot, which is flushed when the slot moves to a new chunk
+//! (once per chunk, see `write_record`). So a trusted marker `D` implies every record at or
+//! below `D` is on the disk, and a completed round leaves a trusted marker: one flush per round,
+//! one flush per commit on one thread.
+//!
+//! `tests/durable_group.rs` scripts both crash states (a marker flushed before another
+//! segment's records; a record left in a slot's previous chunk) and fails with either check
+//! removed; `tests/durable_power.rs` cuts power at random points with and without random
+//! unsynced writes kept.
+//!
+//! # Batching
+//! A waiting committer leads a round when `sync_lock` is free, otherwise it sleeps until a
+//! round ends (or `WAIT_SLICE`). Committers that append while a flush is in flight are
+//! covered by the next round together. With `group_wait` (250 us by default) a leader first
+//! waits, bounded, for the committers the previous round released (`gather`): closed-loop
+//! threads then share every flush instead of alternating between two half-full rounds.
 //!
 //! # Invariants
 //! * The durable marker only grows, and every record with `wts <= marker` is on stable storage.
@@ -37,7 +63,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
@@ -99,6 +125,28 @@ struct ChunkWriter {
     /// Next free byte inside the chunk.
     pos: u32,
     buf: RecordBuf,
+    /// The last transaction record (segment, offset, length) awaiting its writeback hint
+    /// (`flush_after_commit`).
+    hint: Option<(Arc<Segment>, u64, u64)>,
+}
+
+impl ChunkWriter {
+    fn end(&self) -> Option<ChunkEnd> {
+        self.at.as_ref().map(|(seg, chunk)| ChunkEnd {
+            seq: seg.header.seq,
+            chunk: *chunk,
+            end_bytes: self.pos,
+        })
+    }
+}
+
+/// Where a slot's records end: a marker names these (its frontier), and recovery trusts the
+/// marker only when every named chunk's valid prefix reaches its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ChunkEnd {
+    seq: u64,
+    chunk: u32,
+    end_bytes: u32,
 }
 
 /// A worker slot's log state.
@@ -108,6 +156,12 @@ pub(crate) struct SlotLog {
     appended: AtomicU64,
     /// The `appended` value a completed sync covered (written under `sync_lock`).
     covered: AtomicU64,
+    /// The number of the completed round that last covered new records of this slot (released
+    /// its committer).
+    released: AtomicU64,
+    /// The end of the slot's last record, published before `appended` (the round reads it
+    /// without waiting for a writer that is busy appending).
+    end: Mutex<Option<ChunkEnd>>,
     writer: Mutex<ChunkWriter>,
 }
 
@@ -117,6 +171,8 @@ impl Default for SlotLog {
             lower: AtomicU64::new(IDLE),
             appended: AtomicU64::new(0),
             covered: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            end: Mutex::new(None),
             writer: Mutex::new(ChunkWriter::default()),
         }
     }
@@ -151,12 +207,20 @@ pub(crate) struct Log {
     chunk_bytes: u32,
     chunks_per_segment: u32,
     flush_after_commit: bool,
+    group_wait: Duration,
     pub(crate) shortcuts: MarkerShortcuts,
     segments: Mutex<Vec<Arc<Segment>>>,
     next_seq: AtomicU64,
     slots: Box<[CachePadded<SlotLog>]>,
     marker: AtomicU64,
     sync_lock: Mutex<Vec<u64>>,
+    /// Rounds that advanced the marker (written under `sync_lock`).
+    completed: AtomicU64,
+    /// Nanoseconds the last round's flush took.
+    flush_ns: AtomicU64,
+    /// A leader is gathering: appenders wake it (see [`Log::gather`]).
+    gathering: AtomicBool,
+    gather_wake: (Mutex<()>, Condvar),
     wake: (Mutex<()>, Condvar),
     /// Signalled when the checkpointer deletes segments.
     room: (Mutex<()>, Condvar),
@@ -171,6 +235,7 @@ pub(crate) struct LogSettings {
     pub(crate) chunk_bytes: u32,
     pub(crate) chunks_per_segment: u32,
     pub(crate) flush_after_commit: bool,
+    pub(crate) group_wait: Duration,
     pub(crate) segments_max: usize,
     pub(crate) shortcuts: MarkerShortcuts,
 }
@@ -191,12 +256,17 @@ impl Log {
             chunk_bytes: s.chunk_bytes,
             chunks_per_segment: s.chunks_per_segment,
             flush_after_commit: s.flush_after_commit,
+            group_wait: s.group_wait,
             shortcuts: s.shortcuts,
             segments: Mutex::new(Vec::new()),
             next_seq: AtomicU64::new(first_seq),
             slots: (0..threads).map(|_| CachePadded::new(SlotLog::default())).collect(),
             marker: AtomicU64::new(marker),
             sync_lock: Mutex::new(vec![0; threads]),
+            completed: AtomicU64::new(0),
+            flush_ns: AtomicU64::new(0),
+            gathering: AtomicBool::new(false),
+            gather_wake: (Mutex::new(()), Condvar::new()),
             wake: (Mutex::new(()), Condvar::new()),
             room: (Mutex::new(()), Condvar::new()),
             segments_max: s.segments_max,
@@ -319,6 +389,14 @@ impl Log {
         if !fits {
             // Seal first: the checkpointer may be waiting for this chunk to delete its segment.
             if let Some((old, _)) = w.at.take() {
+                // Sync mode: a marker names only the slot's current chunk, so the records of
+                // the chunk left behind are flushed before the slot moves on (once per chunk).
+                if self.mode == Mode::Sync {
+                    if let Err(e) = old.sync(&self.stats) {
+                        old.sealed.fetch_add(1, Ordering::AcqRel);
+                        return self.poison(e);
+                    }
+                }
                 old.sealed.fetch_add(1, Ordering::AcqRel);
             }
             self.wait_for_room();
@@ -336,7 +414,7 @@ impl Log {
             return Err(DurableError::Io { op: "write", path: seg.path.clone(), source });
         }
         if self.flush_after_commit {
-            seg.file.start_writeback(offset, record_len as u64);
+            w.hint = Some((seg.clone(), offset, record_len as u64));
         }
         w.pos += record_len as u32;
         self.stats.records.fetch_add(1, Ordering::Relaxed);
@@ -360,6 +438,9 @@ impl Log {
         fill(&mut w.buf);
         let len = w.buf.finish().len();
         let result = self.write_record(&mut w, len);
+        if result.is_ok() {
+            *lock(&s.end) = w.end();
+        }
         drop(w);
         if result.is_ok() {
             // Release: pairs with the Acquire loads of the A and B scans.
@@ -367,7 +448,27 @@ impl Log {
         }
         // Release: pairs with the B scan's SeqCst load; the append above is visible with it.
         s.lower.store(IDLE, Ordering::Release);
+        // SeqCst: pairs with gather's SeqCst store of `gathering`. A missed wake-up would only
+        // cost the leader its bounded wait.
+        if self.gathering.load(Ordering::SeqCst) {
+            drop(lock(&self.gather_wake.0));
+            self.gather_wake.1.notify_one();
+        }
         result.map(|_| ())
+    }
+
+    /// SPHT Alg. 5 line 17, after the commit installed its writes and unlocked: start writeback
+    /// of the slot's last record without waiting (`sync_file_range`), so the next group flush
+    /// (sync mode) or the kernel (process mode) finds less to write. A no-op unless
+    /// `flush_after_commit`.
+    pub(crate) fn after_commit(&self, slot: usize) {
+        if !self.flush_after_commit {
+            return;
+        }
+        let hint = lock(&self.slots[slot].writer).hint.take();
+        if let Some((seg, offset, len_bytes)) = hint {
+            seg.file.start_writeback(offset, len_bytes);
+        }
     }
 
     /// Waits until the marker covers `ts` (sync mode), leading rounds when nobody else does.
@@ -381,6 +482,7 @@ impl Log {
                 return Ok(());
             }
             if let Ok(mut scratch) = self.sync_lock.try_lock() {
+                self.gather(slot);
                 let progressed = self.round(slot, &mut scratch);
                 drop(scratch);
                 drop(lock(&self.wake.0));
@@ -399,6 +501,48 @@ impl Log {
         }
     }
 
+    /// Leader/follower batching: before a round, the leader waits (blocked, woken by each
+    /// append, at most half the last flush and `group_wait`) until every other committer the
+    /// previous round released has appended its next record. Closed-loop committers then share
+    /// every flush instead of alternating between two half-full rounds; a committer that stops
+    /// committing costs one bounded wait, once. Only a heuristic: correctness does not depend
+    /// on it.
+    fn gather(&self, me: usize) {
+        let k = self.completed.load(Ordering::Relaxed);
+        let budget =
+            Duration::from_nanos(self.flush_ns.load(Ordering::Relaxed) / 2).min(self.group_wait);
+        if k == 0 || budget.is_zero() {
+            return;
+        }
+        let missing = || {
+            self.slots.iter().enumerate().any(|(i, s)| {
+                i != me
+                    && s.released.load(Ordering::Relaxed) == k
+                    // Acquire: pairs with the Release fetch_max in append_tx.
+                    && s.appended.load(Ordering::Acquire) <= s.covered.load(Ordering::Relaxed)
+            })
+        };
+        if !missing() {
+            return;
+        }
+        let deadline = Instant::now() + budget;
+        // SeqCst: pairs with append_tx's SeqCst load.
+        self.gathering.store(true, Ordering::SeqCst);
+        let mut g = lock(&self.gather_wake.0);
+        while missing() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            g = match self.gather_wake.1.wait_timeout(g, deadline - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        drop(g);
+        self.gathering.store(false, Ordering::Relaxed);
+    }
+
     /// One round: see the module docs. Returns whether the marker advanced.
     fn round(&self, me: usize, seen: &mut [u64]) -> Result<bool, DurableError> {
         self.stats.rounds.fetch_add(1, Ordering::Relaxed);
@@ -406,59 +550,59 @@ impl Log {
         let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
         // B.
         let mut d = m;
-        let mut others_pending = false;
         for (i, s) in self.slots.iter().enumerate() {
             // SeqCst: pairs with publish_lower's SeqCst store (see the claim in the docs).
             let l = s.lower.load(Ordering::SeqCst);
             if l != IDLE && !self.shortcuts.ignore_pending {
                 d = d.min(l.saturating_sub(1));
             }
-            let a = s.appended.load(Ordering::Acquire);
-            seen[i] = a;
-            if i != me && a > s.covered.load(Ordering::Relaxed) {
-                others_pending = true;
-            }
+            seen[i] = s.appended.load(Ordering::Acquire);
         }
         if d <= self.marker() {
             return Ok(false);
         }
-        let segs: Vec<Arc<Segment>> = lock(&self.segments).clone();
-        let sync_all = |log: &Log| -> Result<(), DurableError> {
-            for seg in &segs {
-                if let Err(e) = seg.sync(&log.stats) {
-                    return log.poison(e);
+        // C. The frontier: where each slot's chunk ends now, for every slot with records no
+        // completed round covered. A record counted in B has its end published before its
+        // `appended` (append_tx), so the frontier reaches past every record with wts <= D.
+        let mut frontier = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if seen[i] > s.covered.load(Ordering::Relaxed) {
+                if let Some(end) = *lock(&s.end) {
+                    frontier.push(end);
                 }
             }
-            for (i, s) in log.slots.iter().enumerate() {
-                s.covered.store(seen[i], Ordering::Relaxed);
-            }
-            Ok(())
-        };
-        if others_pending {
-            sync_all(self)?;
         }
-        // The marker goes to our own chunk, behind our own records; if it must open a new
-        // chunk, our records in the old chunk are synced first.
+        // D. The marker goes to our own chunk, behind our own records, naming the frontier.
         let s = &self.slots[me];
         let mut w = lock(&s.writer);
         w.buf.begin(KIND_MARKER, d);
-        let len = w.buf.finish().len();
-        let fits = w.at.is_some() && w.pos as usize + len <= self.chunk_bytes as usize;
-        if !fits && !others_pending {
-            drop(w);
-            sync_all(self)?;
-            w = lock(&s.writer);
-            w.buf.begin(KIND_MARKER, d);
+        for f in &frontier {
+            w.buf.entry_words(f.seq, [u64::from(f.chunk), u64::from(f.end_bytes)]);
         }
-        let seg = match self.write_record(&mut w, len) {
-            Ok(seg) => seg,
-            Err(e) => return self.poison(e),
-        };
-        drop(w);
-        if let Err(e) = seg.sync(&self.stats) {
+        let len = w.buf.finish().len();
+        if let Err(e) = self.write_record(&mut w, len) {
             return self.poison(e);
         }
-        s.covered.store(seen[me], Ordering::Relaxed);
+        *lock(&s.end) = w.end();
+        drop(w);
+        // E. One fdatasync per segment with unsynced appends: usually a single one, covering
+        // every thread's records and the marker at once.
+        let segs: Vec<Arc<Segment>> = lock(&self.segments).clone();
+        let flush_start = Instant::now();
+        for seg in &segs {
+            if let Err(e) = seg.sync(&self.stats) {
+                return self.poison(e);
+            }
+        }
+        self.flush_ns.store(flush_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let k = self.completed.load(Ordering::Relaxed) + 1;
+        self.completed.store(k, Ordering::Relaxed);
+        for (i, s) in self.slots.iter().enumerate() {
+            if seen[i] > s.covered.load(Ordering::Relaxed) {
+                s.released.store(k, Ordering::Relaxed);
+            }
+            s.covered.store(seen[i], Ordering::Relaxed);
+        }
         // Release: pairs with marker()'s Acquire; waiters see a flushed marker only.
         self.marker.fetch_max(d, Ordering::Release);
         Ok(true)

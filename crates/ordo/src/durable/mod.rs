@@ -14,7 +14,8 @@
 //!   survives a process crash: SPHT-eADR Alg. 4, no flush and no marker; `Sync` — SPHT Alg. 3:
 //!   committers wait until a group `fdatasync` round has made every record with a smaller or
 //!   equal timestamp durable and the durable marker covers them. `flush_after_commit` starts
-//!   writeback of each record at once (Alg. 5's flush hint, `sync_file_range`).
+//!   writeback of each record once its transaction has installed and unlocked (Alg. 5 line
+//!   17's flush after `HTM_COMMIT`, here `sync_file_range(SYNC_FILE_RANGE_WRITE)`, no wait).
 //! * **Recovery** ([`recovery`]): read the checkpoint timestamp C and the marker D, replay the
 //!   records with `C < wts <= D` in timestamp order into the heap files (the newest image per
 //!   object only), persist C = D, delete the segments, map the files and rebuild the slab
@@ -74,6 +75,10 @@ pub const CHUNK_BYTES_DEFAULT: u32 = 1 << 20;
 /// Chunks per segment file, by default.
 pub const CHUNKS_PER_SEGMENT_DEFAULT: u32 = 16;
 
+/// Microseconds a group-commit leader may wait for followers, by default (at most half the
+/// last flush in any case).
+pub const GROUP_WAIT_US_DEFAULT: u64 = 250;
+
 /// Milliseconds between background checkpoints, by default.
 pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 1_000;
 /// Segment files before commits wait for the checkpointer, by default.
@@ -90,8 +95,14 @@ pub struct DurableConfig {
     pub chunk_bytes: u32,
     /// Chunks per preallocated segment file.
     pub chunks_per_segment: u32,
-    /// Start writeback of every record right after it is written (SPHT Alg. 5).
+    /// Start writeback of every transaction record after its commit installed (SPHT Alg. 5's
+    /// flush after commit; a `sync_file_range` hint, never waited for). Off by default:
+    /// `ordo bench durable --modes sync,sync+flush` measures both.
     pub flush_after_commit: bool,
+    /// Leader/follower batching (sync mode): microseconds a round's leader may wait for the
+    /// committers the previous round released to append again, at most half the last flush;
+    /// 0 = no wait. See the "Batching" section of the `log` module.
+    pub group_wait_us: u64,
     /// Milliseconds between background checkpoints; 0 runs none (call
     /// [`crate::Ordo::checkpoint`]).
     pub checkpoint_interval_ms: u64,
@@ -114,6 +125,7 @@ impl PartialEq for DurableConfig {
             && self.chunk_bytes == o.chunk_bytes
             && self.chunks_per_segment == o.chunks_per_segment
             && self.flush_after_commit == o.flush_after_commit
+            && self.group_wait_us == o.group_wait_us
             && self.checkpoint_interval_ms == o.checkpoint_interval_ms
             && self.replay_threads == o.replay_threads
             && self.log_segments_max == o.log_segments_max
@@ -131,6 +143,7 @@ impl DurableConfig {
             chunk_bytes: CHUNK_BYTES_DEFAULT,
             chunks_per_segment: CHUNKS_PER_SEGMENT_DEFAULT,
             flush_after_commit: false,
+            group_wait_us: GROUP_WAIT_US_DEFAULT,
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
             replay_threads: 2,
             log_segments_max: LOG_SEGMENTS_MAX_DEFAULT,
@@ -356,6 +369,7 @@ pub(crate) fn open(
         chunk_bytes: config.chunk_bytes,
         chunks_per_segment: config.chunks_per_segment,
         flush_after_commit: config.flush_after_commit,
+        group_wait: std::time::Duration::from_micros(config.group_wait_us),
         segments_max: config.log_segments_max,
         #[cfg(feature = "shortcuts")]
         shortcuts: config.shortcuts,

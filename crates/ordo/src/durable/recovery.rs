@@ -3,7 +3,9 @@
 //! `scan` reads everything and changes nothing: the manifest, the checkpoint timestamp C, every
 //! segment (header, then each chunk's records up to its first zero or bad record), and computes
 //! the marker D — the largest marker record found in a valid chunk prefix of a sync-mode
-//! segment; records of process-mode segments count whole (their page cache survived). A bad
+//! segment whose frontier holds (every chunk it names has a valid prefix reaching the named
+//! end, or its segment was deleted by a checkpoint; see the module docs of `log`); records of
+//! process-mode segments count whole (their page cache survived). A bad
 //! record is a **torn tail** (dropped, reported) when nothing valid follows it in its chunk and,
 //! in a sync-mode segment, its timestamp field is above D; otherwise it is an error naming the
 //! file and offset: every record at or below D was flushed before D was, so a bad one there is
@@ -186,7 +188,9 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
     }
 
     let mut records = Vec::new();
-    let mut marker = 0u64;
+    // Markers (value, frontier entries) and each chunk's valid prefix, by (segment seq, chunk).
+    let mut markers: Vec<(u64, Option<Frontier>)> = Vec::new();
+    let mut valid_end: HashMap<(u64, u64), u64> = HashMap::new();
     // Bad records, judged once the marker is known: (seg, offset, ts field, reason, followed).
     let mut bad = Vec::new();
     let mut report = RecoveryReport {
@@ -220,7 +224,7 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
                         if r.kind == KIND_MARKER {
                             info.markers += 1;
                             if seg.header.marked {
-                                marker = marker.max(r.ts);
+                                markers.push((r.ts, frontier(&r)));
                             }
                         } else {
                             debug_assert_eq!(r.kind, KIND_TX);
@@ -244,9 +248,20 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
                     }
                 }
             }
+            valid_end.insert((seg.header.seq, c as u64), pos as u64);
         }
         report.segment_files.push(info);
     }
+    let live: std::collections::HashSet<u64> = segs.iter().map(|s| s.header.seq).collect();
+    let holds = |&(seq, chunk, end): &(u64, u64, u64)| {
+        !live.contains(&seq) || valid_end.get(&(seq, chunk)).is_some_and(|v| *v >= end)
+    };
+    let marker = markers
+        .iter()
+        .filter(|(_, f)| f.as_ref().is_some_and(|f| f.iter().all(holds)))
+        .map(|(ts, _)| *ts)
+        .max()
+        .unwrap_or(0);
     let process_max = records.iter().filter(|r| !r.marked).map(|r| r.ts).max().unwrap_or(0);
     // Records at or below C are in the heap files; a checkpoint may have deleted the segment
     // holding the newest marker, so C counts as a marker too.
@@ -282,6 +297,21 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
     // An interrupted checkpoint may have left heap images up to H.
     report.recovered_ts = d.max(ckpt.heap_max_ts);
     Ok(Scan { manifest, segs, records, report, started })
+}
+
+/// A marker's frontier: `(segment seq, chunk, end offset in the chunk)` per named chunk.
+type Frontier = Vec<(u64, u64, u64)>;
+
+/// A marker record's frontier: `(segment seq, chunk, end offset in the chunk)` per entry;
+/// `None` (never trusted) when an entry is not 16 bytes.
+fn frontier(r: &format::RecordRef<'_>) -> Option<Frontier> {
+    r.entries
+        .iter()
+        .map(|(seq, image)| {
+            (image.len() == 16)
+                .then(|| (*seq, format::get_u64(image, 0), format::get_u64(image, 8)))
+        })
+        .collect()
 }
 
 /// Whether some valid record starts at an 8-byte boundary after the first 24 bytes of `b`.

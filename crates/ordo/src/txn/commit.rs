@@ -23,7 +23,8 @@
 //! Snapshot isolation skips step 4. FaRMv2 §7.3 lists what breaks if steps are reordered or
 //! dropped — no wait in step 3, validation overlapping the wait, the wait before step 2 — and
 //! `Shortcuts` (feature `shortcuts`) can do exactly that so the negative tests can show the
-//! checker catching each one.
+//! checker catching each one; `log_after_install` swaps the two halves of step 5, which
+//! `tests/durable_order.rs` shows losing a value a reader saw.
 //!
 //! # Lemmas kept
 //! * **Read invariant**: a version read at `v <= rts` has no successor in `(v, rts]`.
@@ -115,11 +116,23 @@ pub(crate) fn commit<C: Clock, P: Participant>(
 
     shortcuts.step(Step::Validated);
 
+    // Unsafe variant: install first, so readers may see values not yet in the log.
+    if shortcuts.log_after_install {
+        participant.commit_primary(writes, wts);
+        shortcuts.step(Step::Installed);
+        if let Err(e) = participant.commit_backup(writes, wts) {
+            participant.abort(writes);
+            return Err(e);
+        }
+        writes.clear();
+        return Ok(CommitInfo { rts, wts: Some(wts), write_wait_ns });
+    }
     if let Err(e) = participant.commit_backup(writes, wts) {
         participant.abort(writes);
         return Err(e);
     }
     participant.commit_primary(writes, wts);
+    shortcuts.step(Step::Installed);
     writes.clear();
     Ok(CommitInfo { rts, wts: Some(wts), write_wait_ns })
 }
@@ -146,6 +159,7 @@ struct Shortcuts {
     validate_before_wait: bool,
     wait_before_lock: bool,
     skip_validation: bool,
+    log_after_install: bool,
 }
 
 #[cfg(not(feature = "shortcuts"))]
@@ -155,6 +169,7 @@ enum Step {
     Locked,
     WriteTimestamp,
     Validated,
+    Installed,
 }
 
 #[cfg(not(feature = "shortcuts"))]

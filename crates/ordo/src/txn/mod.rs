@@ -568,6 +568,10 @@ impl<'db, C: Clock> Tx<'db, C> {
         let participant = LocalParticipant::new(&shared.heap, versions).with_log(log, slot_index);
         let mut outcome = commit::commit(&shared.clock, &participant, rts, &options, reads, writes);
         if let (Some(log), Ok(info)) = (log, &outcome) {
+            if info.wts.is_some() {
+                // Installed and unlocked: the writeback hint of SPHT Alg. 5 (flag-gated).
+                log.after_commit(slot_index);
+            }
             // # Durability: wait for the marker to cover the commit, or, for a read-only
             // transaction, the newest version it read (it must not report undurable data).
             let ts = match info.wts {

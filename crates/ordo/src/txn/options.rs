@@ -126,6 +126,9 @@ pub struct Shortcuts {
     /// Do not register the read timestamp with the GC, so the GC may recycle old versions this
     /// transaction still needs.
     pub skip_registration: bool,
+    /// Install the new versions (and unlock) *before* writing the redo record, so a reader may
+    /// see a value whose record a crash loses (durable databases).
+    pub log_after_install: bool,
     /// Called at each step of the commit protocol, so a test can script an interleaving
     /// (for example, pause a committer between its write timestamp and its install).
     pub hook: Option<fn(CommitStep)>,
@@ -142,6 +145,7 @@ impl PartialEq for Shortcuts {
             && self.skip_validation == other.skip_validation
             && self.skip_read_revalidation == other.skip_read_revalidation
             && self.skip_registration == other.skip_registration
+            && self.log_after_install == other.log_after_install
             && self.hook.is_some() == other.hook.is_some()
     }
 }
@@ -160,6 +164,9 @@ pub enum CommitStep {
     Locked,
     /// The write timestamp has been drawn (and, unless skipped, waited out).
     WriteTimestamp,
-    /// Validation passed (or was skipped); installation comes next.
+    /// Validation passed (or was skipped); logging and installation come next.
     Validated,
+    /// The new versions are installed and unlocked (visible to readers); with the correct
+    /// order the redo record was written before.
+    Installed,
 }
