@@ -224,48 +224,82 @@ fn ycsb_and_tpcc_run_durable_and_record_it() {
     assert_eq!(lines[0]["variant"], "a");
 }
 
-#[test]
-fn a_durable_run_keeps_its_database_in_a_fresh_directory_and_removes_it() {
-    let dir = scratch("durable-dir");
+/// Runs `ordo bench ARGS --durability sync` with its databases under a fresh base directory
+/// and checks that while it runs a database (a directory `ordo-bench-PREFIX-…` holding a
+/// MANIFEST) exists there, and that nothing is left after it exits.
+#[track_caller]
+fn durable_database_appears_and_goes(args: &[&str], prefix: &str) {
+    let dir = scratch(&format!("durable-dir-{prefix}"));
+    let durable = ["--threads", "1", "--repetitions", "1", "--clock", "logical"];
+    let durable =
+        [&durable[..], &["--durability", "sync", "--durability-dir", dir.to_str().unwrap()]];
     let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
-        .args([
-            "bench",
-            "ycsb",
-            "--mix",
-            "a",
-            "--rows",
-            "500",
-            "--threads",
-            "1",
-            "--duration",
-            "400ms",
-            "--repetitions",
-            "1",
-            "--clock",
-            "logical",
-            "--durability",
-            "sync",
-            "--durability-dir",
-            dir.to_str().unwrap(),
-        ])
+        .args(["bench"].iter().chain(args).chain(durable.concat().iter()))
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // While it runs, one database directory with a manifest exists under the base.
     let mut seen_manifest = false;
     while child.try_wait().unwrap().is_none() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            assert!(name.starts_with("ordo-bench-ycsb-"), "unexpected {name}");
-            seen_manifest |= entry.path().join("MANIFEST").exists();
+            if name.starts_with(&format!("ordo-bench-{prefix}-")) {
+                seen_manifest |= entry.path().join("MANIFEST").exists();
+            }
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    assert!(child.wait().unwrap().success());
-    assert!(seen_manifest, "no durable database appeared under {}", dir.display());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    assert!(seen_manifest, "{args:?}: no durable database appeared under {}", dir.display());
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-    assert!(left.is_empty(), "database directory left behind: {left:?}");
+    assert!(left.is_empty(), "{args:?}: database directory left behind: {left:?}");
+}
+
+#[test]
+fn every_engine_workload_keeps_its_database_in_a_fresh_directory_and_removes_it() {
+    durable_database_appears_and_goes(
+        &["ycsb", "--mix", "a", "--rows", "500", "--duration", "300ms"],
+        "ycsb",
+    );
+    durable_database_appears_and_goes(
+        &["tpcc", "--items", "200", "--customers", "30", "--duration", "300ms"],
+        "tpcc",
+    );
+    durable_database_appears_and_goes(
+        &["synthetic", "--mixes", "5r5w", "--pool-objects", "100", "--duration", "300ms"],
+        "synthetic",
+    );
+    durable_database_appears_and_goes(
+        &[
+            "hashtable",
+            "--impl",
+            "txn",
+            "--buckets",
+            "4",
+            "--nodes-per-bucket",
+            "5",
+            "--update-percent",
+            "40",
+            "--duration",
+            "300ms",
+        ],
+        "hashtable",
+    );
+    durable_database_appears_and_goes(
+        &[
+            "scan-update",
+            "--rows",
+            "500",
+            "--lengths",
+            "10",
+            "--modes",
+            "single",
+            "--duration",
+            "300ms",
+        ],
+        "scan-update",
+    );
 }
 
 #[test]
