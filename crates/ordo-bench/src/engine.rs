@@ -40,6 +40,14 @@ pub struct Durability {
     pub base_dir: Option<PathBuf>,
 }
 
+/// Bytes per log chunk of benchmark databases: the largest transaction record. Loaders write
+/// big transactions (TPC-C creates its ORDER hash index in one, about 7 MB per warehouse at the
+/// standard scale), which the engine's 1 MiB default refuses.
+pub const LOG_CHUNK_BYTES: u32 = 16 << 20;
+
+/// Chunks per log segment of benchmark databases: 64 MiB segments, as `ordo bench durable`.
+pub const LOG_CHUNKS_PER_SEGMENT: u32 = 4;
+
 /// Attempts to find an unused scratch directory name before giving up.
 const SCRATCH_ATTEMPTS_MAX: u32 = 64;
 
@@ -103,8 +111,9 @@ impl Durability {
     }
 
     /// `base` made durable in a fresh scratch directory (returned: keep it until the database
-    /// is dropped), or `base` unchanged in memory. The durable log and checkpoint settings are
-    /// the engine's defaults.
+    /// is dropped), or `base` unchanged in memory. The log has [`LOG_CHUNK_BYTES`] chunks,
+    /// [`LOG_CHUNKS_PER_SEGMENT`] to a segment; the checkpoint settings are the engine's
+    /// defaults.
     pub fn config(
         &self,
         base: Config,
@@ -112,7 +121,11 @@ impl Durability {
     ) -> Result<(Config, Option<ScratchDir>), BenchError> {
         match (self.mode, self.scratch(name)?) {
             (Some(mode), Some(dir)) => {
-                let durability = Some(DurableConfig::new(dir.path(), mode));
+                let durability = Some(DurableConfig {
+                    chunk_bytes: LOG_CHUNK_BYTES,
+                    chunks_per_segment: LOG_CHUNKS_PER_SEGMENT,
+                    ..DurableConfig::new(dir.path(), mode)
+                });
                 Ok((Config { durability, ..base }, Some(dir)))
             }
             _ => Ok((base, None)),
