@@ -558,6 +558,51 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// The value of attribute `name` in an SVG tag.
+    fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
+        let start = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        &tag[start..start + tag[start..].find('"').unwrap()]
+    }
+
+    #[test]
+    fn long_bar_labels_start_below_the_axis_and_end_inside_the_figure() {
+        let dir = std::env::temp_dir().join(format!("ordo-plot-labels-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let long = "synthetic-workload-with-a-long-name 5r45w private sync";
+        let mut lines = Vec::new();
+        for w in ["ycsb", long] {
+            for (c, f) in [("logical", 1.0), ("ordo", 0.8)] {
+                lines.push(line(w, 2, c, f * 1e6));
+            }
+        }
+        let input = results_file(&dir, &lines);
+        for kind in [Kind::Ratio, Kind::Aborts] {
+            let output = dir.join(format!("{kind:?}.svg"));
+            run(&PlotArgs { results: vec![input.clone()], output: output.clone(), kind }).unwrap();
+            let svg = std::fs::read_to_string(&output).unwrap();
+            let height: f64 = attr(&svg[svg.find("<svg").unwrap()..], "height").parse().unwrap();
+            let mut labels = 0;
+            for piece in svg.split("<text").skip(1) {
+                let (tag, rest) = piece.split_once('>').unwrap();
+                let text = &rest[..rest.find("</text>").unwrap()];
+                if !tag.contains("rotate(90,") {
+                    continue;
+                }
+                labels += 1;
+                // Anchored at its start, the label runs down from just below the axis ...
+                assert_eq!(attr(tag, "text-anchor"), "start", "{kind:?}: {text}");
+                // ... and ends inside the figure (at most 0.55 em per character).
+                let y: f64 = attr(tag, "y").parse().unwrap();
+                let size: f64 = attr(tag, "font-size").parse().unwrap();
+                let end = y + 0.55 * size * text.chars().count() as f64;
+                assert!(end <= height, "{kind:?}: {text:?} ends at {end} of {height}");
+            }
+            assert!(labels >= 2, "{kind:?}: {labels} bar labels");
+            assert!(svg.contains(long), "{kind:?}: the long label is missing");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[test]
     fn bad_results_files_are_named_with_their_line() {
         let dir = std::env::temp_dir().join(format!("ordo-plot-bad-{}", std::process::id()));
