@@ -30,6 +30,25 @@ pub enum BenchError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The base directory of durable benchmark databases (`--durability-dir`) is missing, not a
+    /// directory, or a database directory cannot be made in it.
+    #[error("durability directory {path}: cannot make a database directory in it: {source}", path = dir.display())]
+    DurabilityDir {
+        /// The base directory.
+        dir: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Durability was asked of a workload that does not run on the engine.
+    #[error(
+        "--durability {mode}: {workload} does not run on the Ordo engine and cannot be durable; use --durability none"
+    )]
+    NotOnEngine {
+        /// The workload (e.g. `the RLU hash table`).
+        workload: &'static str,
+        /// The durability asked for.
+        mode: &'static str,
+    },
     /// The RLU runtime failed.
     #[error("RLU runtime error: {0}")]
     Rlu(#[from] ordo::rlu::RluError),

@@ -137,7 +137,23 @@ fn mix(mut z: u64) -> u64 {
 
 /// Creates the table and inserts `buckets × nodes_per_bucket` distinct random keys.
 pub fn load<C: Clock>(clock: C, cfg: &HashtableConfig) -> Result<HashtableBench<C>, BenchError> {
+    load_with(clock, cfg, Config::default())
+}
+
+/// [`load`] with the transactional table on a database opened with `base`, e.g. a durable one
+/// (see [`crate::engine`]). RLU does not run on the engine: a durable `base` is refused for it.
+pub fn load_with<C: Clock>(
+    clock: C,
+    cfg: &HashtableConfig,
+    base: Config,
+) -> Result<HashtableBench<C>, BenchError> {
     cfg.validate()?;
+    if let (Impl::Rlu, Some(d)) = (cfg.implementation, &base.durability) {
+        return Err(BenchError::NotOnEngine {
+            workload: "the RLU hash table",
+            mode: d.mode.name(),
+        });
+    }
     let target = cfg.key_range() / 2;
     let mut seed = cfg.seed ^ 0x5EED;
     let mut next_key = move || splitmix(&mut seed) % (2 * target);
@@ -164,7 +180,7 @@ pub fn load<C: Clock>(clock: C, cfg: &HashtableConfig) -> Result<HashtableBench<
             Table::Rlu { set, handles }
         }
         Impl::Txn => {
-            let db = Ordo::with_clock(Config::default(), clock)?;
+            let db = Ordo::with_clock(base, clock)?;
             let set = TxnHashSet::create(&db, cfg.buckets)?;
             while loaded < target {
                 let batch: Vec<u64> = (0..256.min(target - loaded)).map(|_| next_key()).collect();

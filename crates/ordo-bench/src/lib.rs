@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod driver;
 pub mod durable;
+pub mod engine;
 pub mod error;
 pub mod harness;
 pub mod hashtable;

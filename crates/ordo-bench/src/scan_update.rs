@@ -43,14 +43,14 @@ impl VersionMode {
         }
     }
 
-    fn config(self, blocks: usize) -> Config {
+    fn config(self, blocks: usize, base: Config) -> Config {
         let (versions, version_budget) = match self {
             VersionMode::Single => (Versions::Single, BudgetPolicy::default()),
             VersionMode::Block => (Versions::Multi, BudgetPolicy::Block),
             VersionMode::Abort => (Versions::Multi, BudgetPolicy::Abort),
             VersionMode::Truncate => (Versions::Multi, BudgetPolicy::Truncate),
         };
-        Config { versions, version_budget, version_blocks_max: blocks, ..Config::default() }
+        Config { versions, version_budget, version_blocks_max: blocks, ..base }
     }
 }
 
@@ -134,8 +134,18 @@ pub struct ScanTable<C: Clock> {
 
 /// Loads `cfg.rows` rows of one u64 each.
 pub fn load<C: Clock>(clock: C, cfg: &ScanUpdateConfig) -> Result<ScanTable<C>, BenchError> {
+    load_with(clock, cfg, Config::default())
+}
+
+/// [`load`] on a database opened with `base` (its version settings replaced by the mode's),
+/// e.g. a durable one (see [`crate::engine`]).
+pub fn load_with<C: Clock>(
+    clock: C,
+    cfg: &ScanUpdateConfig,
+    base: Config,
+) -> Result<ScanTable<C>, BenchError> {
     cfg.validate()?;
-    let db = Ordo::with_clock(cfg.mode.config(cfg.budget_blocks), clock)?;
+    let db = Ordo::with_clock(cfg.mode.config(cfg.budget_blocks, base), clock)?;
     let mut rows = Vec::with_capacity(cfg.rows as usize);
     let mut k = 0;
     while k < cfg.rows {

@@ -1,7 +1,9 @@
 //! `ordo bench <workload>`: one subcommand per workload, with the common flags of DESIGN §7.
 //!
 //! Every workload takes [`CommonBenchArgs`] (`--threads`, `--duration-ms`, `--json`, `--clock`,
-//! and the calibration cache flags) plus its own. Workloads add a variant to [`BenchCommand`]
+//! and the calibration cache flags) plus its own; those on the engine take [`EngineArgs`]
+//! (`--isolation`, `--versions`, `--seed`, and [`DurabilityArgs`]: `--durability`,
+//! `--durability-dir`, which open every database through `ordo_bench::engine`). Workloads add a variant to [`BenchCommand`]
 //! and a function next to [`run_clock`]; the measurement logic lives in `ordo-bench`, the CLI
 //! only builds clocks, shows progress and prints.
 
@@ -13,6 +15,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ordo::{Isolation, Versions};
 use ordo_bench::clock::{self as clock_bench, ClockBenchConfig};
+use ordo_bench::engine::Durability;
 use ordo_bench::error::BenchError;
 use ordo_bench::harness::{self, Instance, Loaded, Plan, Record};
 use ordo_clock::calibrate::DEFAULT_RUNS;
@@ -114,6 +117,54 @@ pub(crate) struct EngineArgs {
     /// Seed of the workload's random choices.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    #[command(flatten)]
+    pub(crate) durability: DurabilityArgs,
+}
+
+/// Durability flags of every workload on the engine (part of [`EngineArgs`]; flattened on
+/// their own into the engine workloads that take no isolation or versions flags).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct DurabilityArgs {
+    /// Durability of the benchmark database: none (in memory), process (every commit's redo
+    /// record reaches the OS, surviving a process crash) or sync (group fdatasync: surviving
+    /// power loss).
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = DurabilityArg::None)]
+    durability: DurabilityArg,
+    /// Existing directory in which every loaded database gets a fresh subdirectory, removed
+    /// afterwards [default: the system temporary directory, $TMPDIR or /tmp].
+    #[arg(long, value_name = "DIR")]
+    durability_dir: Option<PathBuf>,
+}
+
+/// `--durability` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum DurabilityArg {
+    /// In memory.
+    None,
+    /// Redo records reach the OS page cache (SPHT-eADR).
+    Process,
+    /// Group fdatasync and the durable marker (SPHT).
+    Sync,
+}
+
+impl DurabilityArgs {
+    /// The durability of the flags, its base directory checked (it must exist and take a new
+    /// directory) so a bad `--durability-dir` fails before anything is calibrated or loaded.
+    pub(crate) fn durability(&self) -> Result<Durability, CliError> {
+        let mode = match self.durability {
+            DurabilityArg::None => None,
+            DurabilityArg::Process => Some(ordo::durable::Mode::Process),
+            DurabilityArg::Sync => Some(ordo::durable::Mode::Sync),
+        };
+        if mode.is_none() && self.durability_dir.is_some() {
+            return Err(CliError::Usage(
+                "--durability-dir needs --durability process or sync".into(),
+            ));
+        }
+        let durability = Durability { mode, base_dir: self.durability_dir.clone() };
+        durability.check()?;
+        Ok(durability)
+    }
 }
 
 fn parse_isolation(text: &str) -> Result<Isolation, String> {
@@ -122,6 +173,17 @@ fn parse_isolation(text: &str) -> Result<Isolation, String> {
 
 fn parse_versions(text: &str) -> Result<Versions, String> {
     text.parse().map_err(|e: ordo::Error| e.to_string())
+}
+
+/// `plan` run with `durability`: recorded in its JSON configuration (`durability`,
+/// `durability_dir`) and, when durable, appended to its variant (`a` becomes `a sync`) so that
+/// durable and in-memory runs are separate lines of a summary or a plot.
+pub(crate) fn with_durability(mut plan: Plan, durability: &Durability) -> Plan {
+    durability.record_in(&mut plan.config);
+    if durability.mode.is_some() {
+        plan.variant = format!("{} {}", plan.variant, durability.name());
+    }
+    plan
 }
 
 /// Loads a workload on one clock.

@@ -4,11 +4,14 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use ordo_bench::harness::{Loaded, Plan};
+use ordo_bench::engine;
+use ordo_bench::harness::Plan;
 use ordo_bench::hashtable::{self, HashtableConfig, Impl};
 use ordo_clock::ClockChoice;
 
-use crate::bench::{CommonBenchArgs, MeasureArgs, measure_on_clocks, open_clocks};
+use crate::bench::{
+    CommonBenchArgs, DurabilityArgs, MeasureArgs, measure_on_clocks, open_clocks, with_durability,
+};
 use crate::error::CliError;
 
 /// Implementations.
@@ -42,6 +45,9 @@ pub(crate) struct HashtableArgs {
     /// Seed of the load and of the operations.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Durability of the transactional table (`--impl txn` only: RLU is not on the engine).
+    #[command(flatten)]
+    durability: DurabilityArgs,
 }
 
 pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
@@ -49,6 +55,14 @@ pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
     let thread_counts = common.thread_counts()?;
     let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
     let duration = common.duration().unwrap_or(Duration::from_secs(1));
+    let durability = args.durability.durability()?;
+    if durability.mode.is_some() && args.implementations.contains(&ImplArg::Rlu) {
+        return Err(CliError::Usage(format!(
+            "--durability {}: the RLU hash table (--impl rlu, part of the default) does not run \
+             on the Ordo engine and cannot be durable; use --impl txn or --durability none",
+            durability.name()
+        )));
+    }
     let mut plans = Vec::new();
     for &update_percent in &args.update_percent {
         for &imp in &args.implementations {
@@ -66,14 +80,17 @@ pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
                 seed: args.seed,
             };
             cfg.validate()?;
-            let plan = Plan {
-                workload: "hashtable".into(),
-                variant: format!("{} {}%", implementation.name(), update_percent),
-                config: serde_json::to_value(&cfg)?,
-                thread_counts: thread_counts.clone(),
-                duration,
-                repetitions: args.measure.repetitions,
-            };
+            let plan = with_durability(
+                Plan {
+                    workload: "hashtable".into(),
+                    variant: format!("{} {}%", implementation.name(), update_percent),
+                    config: serde_json::to_value(&cfg)?,
+                    thread_counts: thread_counts.clone(),
+                    duration,
+                    repetitions: args.measure.repetitions,
+                },
+                &durability,
+            );
             plan.validate()?;
             plans.push((cfg, plan));
         }
@@ -81,7 +98,9 @@ pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
     let mut records = Vec::new();
     for (cfg, plan) in &plans {
         let clocks = open_clocks(common, &[ClockChoice::Logical, ClockChoice::Ordo])?;
-        let load = |clock| Ok(Box::new(hashtable::load(clock, cfg)?) as Box<dyn Loaded>);
+        let load = |clock| {
+            engine::load(&durability, "hashtable", |base| hashtable::load_with(clock, cfg, base))
+        };
         records.extend(measure_on_clocks(
             common.json,
             args.measure.out.as_deref(),

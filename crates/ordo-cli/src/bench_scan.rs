@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use clap::Args;
 use ordo_bench::driver::Spread;
+use ordo_bench::engine::Durability;
 use ordo_bench::scan_update::{self, ScanUpdateConfig, ScanUpdateResult, VersionMode};
 use ordo_clock::ClockChoice;
 
-use crate::bench::{CommonBenchArgs, open_clocks, progress_bar};
+use crate::bench::{CommonBenchArgs, DurabilityArgs, open_clocks, progress_bar};
 use crate::error::CliError;
 
 /// `ordo bench scan-update` flags.
@@ -34,12 +35,15 @@ pub(crate) struct ScanArgs {
     /// Measurements per cell, interleaved across modes.
     #[arg(long, default_value_t = 1)]
     repetitions: usize,
+    #[command(flatten)]
+    durability: DurabilityArgs,
 }
 
 #[derive(serde::Serialize)]
 struct Line<'a> {
     workload: &'static str,
     config: &'a ScanUpdateConfig,
+    durability: &'a Durability,
     clock: &'a ordo_clock::ClockDescription,
     repetition: usize,
     result: &'a ScanUpdateResult,
@@ -71,16 +75,18 @@ pub(crate) fn run_scan(args: &ScanArgs) -> Result<(), CliError> {
             configs.push(cfg);
         }
     }
+    let durability = args.durability.durability()?;
     let machine = ordo_bench::report::Machine::read();
     let revision = ordo_bench::report::git_revision();
     let clocks = open_clocks(common, &[ClockChoice::Ordo])?;
     let bar = progress_bar(clocks.len() * configs.len() * args.repetitions);
     println!(
-        "scan-update: {} rows, {threads} threads, {} ms per run, budget {} MiB, scans give up after {} attempts",
+        "scan-update: {} rows, {threads} threads, {} ms per run, budget {} MiB, scans give up after {} attempts, durability {}",
         args.rows,
         duration.as_millis(),
         args.budget_blocks,
-        args.scan_attempts_max
+        args.scan_attempts_max,
+        durability.name()
     );
     println!(
         "{:>8} {:>7} {:>9} {:>16} {:>14} {:>13} {:>12}",
@@ -94,12 +100,17 @@ pub(crate) fn run_scan(args: &ScanArgs) -> Result<(), CliError> {
         for rep in 0..args.repetitions {
             for (cfg, results) in cells.iter_mut() {
                 bar.set_message(format!("length {} {}", cfg.length, cfg.mode.name()));
-                let table = scan_update::load(clock.clone(), cfg)?;
+                let (base, dir) = durability.config(ordo::Config::default(), "scan-update")?;
+                let table = scan_update::load_with(clock.clone(), cfg, base)?;
                 let r = scan_update::run(&table, cfg);
+                // The database closes before its directory is removed.
+                drop(table);
+                drop(dir);
                 if common.json {
                     let line = Line {
                         workload: "scan-update",
                         config: cfg,
+                        durability: &durability,
                         clock: &description,
                         repetition: rep,
                         result: &r,

@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use ordo_bench::stamp::{self, App, ParallelRun, RunConfig, Size};
 use ordo_clock::{AnyClock, Clock, ClockChoice};
 
-use crate::bench::{CommonBenchArgs, open_clocks, progress_bar};
+use crate::bench::{CommonBenchArgs, DurabilityArgs, open_clocks, progress_bar};
 use crate::error::CliError;
 
 /// The STAMP applications.
@@ -80,6 +80,8 @@ pub(crate) struct StampArgs {
     /// draws STAMP runs as speedups).
     #[arg(long, value_name = "FILE")]
     out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    durability: DurabilityArgs,
 }
 
 fn parse_param(text: &str) -> Result<(String, String), String> {
@@ -105,6 +107,7 @@ pub(crate) fn run_stamp(args: &StampArgs) -> Result<(), CliError> {
         thread_counts: common.thread_counts()?,
         repetitions: args.repetitions,
         seed: args.seed,
+        durability: args.durability.durability()?,
     };
     // Parameters and the kernel's availability are checked before any clock is calibrated.
     let params = stamp::app_params(app, size, &args.params)?;

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::{self, Plan, Record};
 use ordo_bench::hashtable::{HashtableConfig, Impl};
 use ordo_bench::oplog::OplogConfig;
@@ -17,6 +18,7 @@ use ordo_clock::ClockChoice;
 
 use crate::bench::{
     CommonBenchArgs, EngineArgs, Loader, MeasureArgs, measure_on_clocks, open_clocks,
+    with_durability,
 };
 use crate::bench_ycsb::Mix;
 use crate::error::CliError;
@@ -41,6 +43,9 @@ pub(crate) struct SuiteArgs {
     scale: u64,
 }
 
+/// The durability of the entries that are not on the engine (RLU, Oplog).
+static IN_MEMORY: Durability = Durability { mode: None, base_dir: None };
+
 /// One entry: a plan and how to load it.
 struct Entry<'a> {
     plan: Plan,
@@ -50,6 +55,7 @@ struct Entry<'a> {
 /// The suite's entries at `scale`, for the given thread counts and run length.
 fn entries<'a>(
     engine: &'a EngineArgs,
+    durability: &'a Durability,
     scale: u64,
     thread_counts: &[usize],
     duration: Duration,
@@ -61,12 +67,19 @@ fn entries<'a>(
     for mix in [Mix::Ro2, Mix::A, Mix::B, Mix::Dbx, Mix::D, Mix::E] {
         let mut cfg = crate::bench_ycsb::config(mix, 100_000 * scale, 1000, engine, threads_max);
         cfg.duration = duration;
-        let plan = crate::bench_ycsb::plan(mix.name(), &cfg, thread_counts.to_vec(), repetitions)?;
+        let plan = crate::bench_ycsb::plan(
+            mix.name(),
+            &cfg,
+            thread_counts.to_vec(),
+            repetitions,
+            durability,
+        )?;
         out.push(Entry {
             plan,
             load: Box::new(move |clock| {
-                Ok(Box::new(ordo_bench::ycsb::load(clock, &cfg, 2)?)
-                    as Box<dyn ordo_bench::harness::Loaded>)
+                engine::load(durability, "ycsb", |base| {
+                    ordo_bench::ycsb::load_with(clock, &cfg, 2, base)
+                })
             }),
         });
     }
@@ -86,12 +99,19 @@ fn entries<'a>(
             threads_max,
             duration,
         )?;
-        let plan = crate::bench_synthetic::plan(name, &cfg, thread_counts.to_vec(), repetitions)?;
+        let plan = crate::bench_synthetic::plan(
+            name,
+            &cfg,
+            thread_counts.to_vec(),
+            repetitions,
+            durability,
+        )?;
         out.push(Entry {
             plan,
             load: Box::new(move |clock| {
-                Ok(Box::new(ordo_bench::synthetic::load(clock, &cfg)?)
-                    as Box<dyn ordo_bench::harness::Loaded>)
+                engine::load(durability, "synthetic", |base| {
+                    ordo_bench::synthetic::load_with(clock, &cfg, base)
+                })
             }),
         });
     }
@@ -107,16 +127,19 @@ fn entries<'a>(
             threads_max,
         );
         cfg.duration = duration;
-        let plan = crate::bench_tpcc::plan(&cfg, thread_counts.to_vec(), repetitions)?;
+        let plan = crate::bench_tpcc::plan(&cfg, thread_counts.to_vec(), repetitions, durability)?;
         out.push(Entry {
             plan,
             load: Box::new(move |clock| {
-                Ok(Box::new(ordo_bench::tpcc::load(clock, &cfg, 2)?)
-                    as Box<dyn ordo_bench::harness::Loaded>)
+                engine::load(durability, "tpcc", |base| {
+                    ordo_bench::tpcc::load_with(clock, &cfg, 2, base)
+                })
             }),
         });
     }
     // The hash table of ORDO Fig. 11 (1,000 buckets x 100 nodes) on RLU and on transactions.
+    // RLU is not on the engine: it runs in memory whatever --durability says (and its records
+    // say so).
     for update_percent in [2, 40] {
         for implementation in [Impl::Rlu, Impl::Txn] {
             let cfg = HashtableConfig {
@@ -129,35 +152,42 @@ fn entries<'a>(
                 seed: engine.seed,
             };
             cfg.validate()?;
+            let durability = match implementation {
+                Impl::Rlu => &IN_MEMORY,
+                Impl::Txn => durability,
+            };
+            let plan = Plan {
+                workload: "hashtable".into(),
+                variant: format!("{} {update_percent}%", implementation.name()),
+                config: serde_json::to_value(&cfg)?,
+                thread_counts: thread_counts.to_vec(),
+                duration,
+                repetitions,
+            };
             out.push(Entry {
-                plan: Plan {
-                    workload: "hashtable".into(),
-                    variant: format!("{} {update_percent}%", implementation.name()),
-                    config: serde_json::to_value(&cfg)?,
-                    thread_counts: thread_counts.to_vec(),
-                    duration,
-                    repetitions,
-                },
+                plan: with_durability(plan, durability),
                 load: Box::new(move |clock| {
-                    Ok(Box::new(ordo_bench::hashtable::load(clock, &cfg)?)
-                        as Box<dyn ordo_bench::harness::Loaded>)
+                    engine::load(durability, "hashtable", |base| {
+                        ordo_bench::hashtable::load_with(clock, &cfg, base)
+                    })
                 }),
             });
         }
     }
-    // Oplog's reverse map (ORDO §4.4).
+    // Oplog's reverse map (ORDO §4.4): not on the engine, in memory.
     let cfg =
         OplogConfig { threads: threads_max, duration, seed: engine.seed, ..OplogConfig::default() };
     cfg.validate()?;
+    let plan = Plan {
+        workload: "oplog".into(),
+        variant: "rmap".into(),
+        config: serde_json::to_value(&cfg)?,
+        thread_counts: thread_counts.to_vec(),
+        duration,
+        repetitions,
+    };
     out.push(Entry {
-        plan: Plan {
-            workload: "oplog".into(),
-            variant: "rmap".into(),
-            config: serde_json::to_value(&cfg)?,
-            thread_counts: thread_counts.to_vec(),
-            duration,
-            repetitions,
-        },
+        plan: with_durability(plan, &IN_MEMORY),
         load: Box::new(move |clock| {
             Ok(Box::new(ordo_bench::oplog::load(clock, &cfg)?)
                 as Box<dyn ordo_bench::harness::Loaded>)
@@ -174,8 +204,15 @@ pub(crate) fn run_suite(args: &SuiteArgs) -> Result<(), CliError> {
     }
     let thread_counts = common.thread_counts()?;
     let duration = common.duration().unwrap_or(Duration::from_millis(500));
-    let all =
-        entries(&args.engine, args.scale, &thread_counts, duration, args.measure.repetitions)?;
+    let durability = args.engine.durability.durability()?;
+    let all = entries(
+        &args.engine,
+        &durability,
+        args.scale,
+        &thread_counts,
+        duration,
+        args.measure.repetitions,
+    )?;
     let chosen: Vec<Entry<'_>> = all
         .into_iter()
         .filter(|e| {

@@ -4,11 +4,14 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::{Loaded, Plan};
 use ordo_bench::synthetic::{self, MIXES, Pool, SyntheticConfig};
 use ordo_clock::ClockChoice;
 
-use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_on_clocks, open_clocks};
+use crate::bench::{
+    CommonBenchArgs, EngineArgs, MeasureArgs, measure_on_clocks, open_clocks, with_durability,
+};
 use crate::error::CliError;
 
 /// Pools.
@@ -72,26 +75,31 @@ pub(crate) fn plan(
     cfg: &SyntheticConfig,
     thread_counts: Vec<usize>,
     repetitions: usize,
+    durability: &Durability,
 ) -> Result<Plan, CliError> {
     let pool = match cfg.pool {
         Pool::Private => "private",
         Pool::Shared => "shared",
     };
-    Ok(Plan {
+    let plan = Plan {
         workload: "synthetic".into(),
         variant: format!("{name} {pool}"),
         config: serde_json::to_value(cfg)?,
         thread_counts,
         duration: cfg.duration,
         repetitions,
-    })
+    };
+    Ok(with_durability(plan, durability))
 }
 
-/// Loads the pools of `cfg` on one clock.
-pub(crate) fn load(
-    cfg: &SyntheticConfig,
-) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + '_ {
-    move |clock| Ok(Box::new(synthetic::load(clock, cfg)?) as Box<dyn Loaded>)
+/// Loads the pools of `cfg` on one clock, durable as `durability` says.
+pub(crate) fn load<'a>(
+    cfg: &'a SyntheticConfig,
+    durability: &'a Durability,
+) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + 'a {
+    move |clock| {
+        engine::load(durability, "synthetic", |base| synthetic::load_with(clock, cfg, base))
+    }
 }
 
 pub(crate) fn run_synthetic(args: &SyntheticArgs) -> Result<(), CliError> {
@@ -103,10 +111,11 @@ pub(crate) fn run_synthetic(args: &SyntheticArgs) -> Result<(), CliError> {
     let thread_counts = common.thread_counts()?;
     let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
     let duration = common.duration().unwrap_or(Duration::from_secs(1));
+    let durability = args.engine.durability.durability()?;
     let mut plans = Vec::new();
     for name in &args.mixes {
         let cfg = config(name, pool, args.pool_objects, &args.engine, threads_max, duration)?;
-        plans.push(plan(name, &cfg, thread_counts.clone(), args.measure.repetitions)?);
+        plans.push(plan(name, &cfg, thread_counts.clone(), args.measure.repetitions, &durability)?);
         plans.last_mut().map(|p| p.validate()).transpose()?;
     }
     let mut records = Vec::new();
@@ -118,7 +127,7 @@ pub(crate) fn run_synthetic(args: &SyntheticArgs) -> Result<(), CliError> {
             args.measure.out.as_deref(),
             plan,
             clocks,
-            &load(&cfg),
+            &load(&cfg, &durability),
         )?);
     }
     if !common.json {

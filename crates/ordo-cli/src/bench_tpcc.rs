@@ -8,11 +8,12 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::{Loaded, Plan};
 use ordo_bench::tpcc::{self, TpccConfig};
 use ordo_clock::ClockChoice;
 
-use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan};
+use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan, with_durability};
 use crate::error::CliError;
 
 /// Transaction mixes.
@@ -83,25 +84,28 @@ pub(crate) fn plan(
     cfg: &TpccConfig,
     thread_counts: Vec<usize>,
     repetitions: usize,
+    durability: &Durability,
 ) -> Result<Plan, CliError> {
     for &t in &thread_counts {
         TpccConfig { threads: t, ..cfg.clone() }.validate()?;
     }
-    Ok(Plan {
+    let plan = Plan {
         workload: "tpcc".into(),
         variant: format!("{} {}w", cfg.mix.name(), cfg.warehouses),
         config: serde_json::to_value(cfg)?,
         thread_counts,
         duration: cfg.duration,
         repetitions,
-    })
+    };
+    Ok(with_durability(plan, durability))
 }
 
-/// Loads the TPC-C database of `cfg` on one clock.
-pub(crate) fn load(
-    cfg: &TpccConfig,
-) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + '_ {
-    move |clock| Ok(Box::new(tpcc::load(clock, cfg, 2)?) as Box<dyn Loaded>)
+/// Loads the TPC-C database of `cfg` on one clock, durable as `durability` says.
+pub(crate) fn load<'a>(
+    cfg: &'a TpccConfig,
+    durability: &'a Durability,
+) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + 'a {
+    move |clock| engine::load(durability, "tpcc", |base| tpcc::load_with(clock, cfg, 2, base))
 }
 
 pub(crate) fn run_tpcc(args: &TpccArgs) -> Result<(), CliError> {
@@ -117,13 +121,14 @@ pub(crate) fn run_tpcc(args: &TpccArgs) -> Result<(), CliError> {
         threads_max,
     );
     cfg.duration = common.duration().unwrap_or(cfg.duration);
-    let plan = plan(&cfg, thread_counts, args.measure.repetitions)?;
+    let durability = args.engine.durability.durability()?;
+    let plan = plan(&cfg, thread_counts, args.measure.repetitions, &durability)?;
     measure_plan(
         common,
         &args.measure,
         &plan,
         &[ClockChoice::Logical, ClockChoice::Ordo],
-        &load(&cfg),
+        &load(&cfg, &durability),
     )?;
     Ok(())
 }

@@ -6,11 +6,12 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::{Loaded, Plan};
 use ordo_bench::ycsb::{self, Operations, YcsbConfig};
 use ordo_clock::ClockChoice;
 
-use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan};
+use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan, with_durability};
 use crate::error::CliError;
 
 /// Request mixes.
@@ -136,25 +137,28 @@ pub(crate) fn plan(
     cfg: &YcsbConfig,
     thread_counts: Vec<usize>,
     repetitions: usize,
+    durability: &Durability,
 ) -> Result<Plan, CliError> {
     for &t in &thread_counts {
         YcsbConfig { threads: t, ..cfg.clone() }.validate()?;
     }
-    Ok(Plan {
+    let plan = Plan {
         workload: "ycsb".into(),
         variant: variant.into(),
         config: serde_json::to_value(cfg)?,
         thread_counts,
         duration: cfg.duration,
         repetitions,
-    })
+    };
+    Ok(with_durability(plan, durability))
 }
 
-/// Loads the YCSB table of `cfg` on one clock.
-pub(crate) fn load(
-    cfg: &YcsbConfig,
-) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + '_ {
-    move |clock| Ok(Box::new(ycsb::load(clock, cfg, 2)?) as Box<dyn Loaded>)
+/// Loads the YCSB table of `cfg` on one clock, durable as `durability` says.
+pub(crate) fn load<'a>(
+    cfg: &'a YcsbConfig,
+    durability: &'a Durability,
+) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + 'a {
+    move |clock| engine::load(durability, "ycsb", |base| ycsb::load_with(clock, cfg, 2, base))
 }
 
 pub(crate) fn run_ycsb(args: &YcsbArgs) -> Result<(), CliError> {
@@ -167,13 +171,14 @@ pub(crate) fn run_ycsb(args: &YcsbArgs) -> Result<(), CliError> {
     cfg.theta = args.theta.unwrap_or(cfg.theta);
     cfg.scan_length_max = args.scan_length_max;
     cfg.duration = common.duration().unwrap_or(cfg.duration);
-    let plan = plan(args.mix.name(), &cfg, thread_counts, args.measure.repetitions)?;
+    let durability = args.engine.durability.durability()?;
+    let plan = plan(args.mix.name(), &cfg, thread_counts, args.measure.repetitions, &durability)?;
     measure_plan(
         common,
         &args.measure,
         &plan,
         &[ClockChoice::Logical, ClockChoice::Ordo],
-        &load(&cfg),
+        &load(&cfg, &durability),
     )?;
     Ok(())
 }

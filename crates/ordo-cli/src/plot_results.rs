@@ -25,7 +25,11 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::SegmentedCoord;
+use plotters::coord::types::{RangedCoordf64, RangedCoordusize};
 use plotters::prelude::*;
+use plotters::style::FontTransform;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::CliError;
 use crate::plot::{Figure, PlotTarget, render};
@@ -301,9 +305,108 @@ impl Results<'_> {
                 let cols = workloads.len().clamp(1, 3) as u32;
                 (420 * cols, 320 * rows)
             }
-            Kind::Ratio | Kind::Aborts => (1100, 700),
+            Kind::Ratio | Kind::Aborts => {
+                let labels = self.bar_labels();
+                let chars_max = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+                let width = (BAR_PX * labels.len() as u32 + 150).max(1100);
+                (width, 500 + label_area_px(chars_max))
+            }
         }
     }
+
+    /// The bar labels of a ratio or aborts figure, in bar order.
+    fn bar_labels(&self) -> Vec<String> {
+        let (workloads, _, cells) = summarise(self.runs);
+        match self.kind {
+            Kind::Throughput => Vec::new(),
+            Kind::Ratio => ratio_bars(&workloads, &cells).into_iter().map(|b| b.0).collect(),
+            Kind::Aborts => abort_entries(&cells).1.into_iter().map(|e| e.0).collect(),
+        }
+    }
+}
+
+/// Horizontal pixels per bar of a ratio or aborts figure (at least), so rotated labels of
+/// neighbouring bars do not overlap.
+const BAR_PX: u32 = 16;
+
+/// Point size of the bar labels.
+const BAR_LABEL_PT: u32 = 12;
+
+/// Pixels below the axis for rotated labels of up to `chars` characters: 0.55 em per
+/// character (more than sans-serif's average, about 0.5) plus the tick and a margin, so the longest
+/// label ends inside the figure.
+fn label_area_px(chars: usize) -> u32 {
+    (chars as f64 * 0.55 * f64::from(BAR_LABEL_PT)).ceil() as u32 + 20
+}
+
+/// Writes `labels[i]` under bar `i`, rotated to read downwards and starting just below the
+/// axis. Plotters' own rotated tick labels are centred on the tick (the anchor is placed
+/// before the rotation), so long labels ran up into the bars and off the figure; anchoring
+/// the text at its start keeps every label whole below the axis.
+fn draw_bar_labels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &ChartContext<'_, DB, Cartesian2d<SegmentedCoord<RangedCoordusize>, RangedCoordf64>>,
+    labels: &[String],
+) -> Result<(), String> {
+    let style = ("sans-serif", BAR_LABEL_PT)
+        .into_font()
+        .transform(FontTransform::Rotate90)
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, label) in labels.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(SegmentValue::CenterOf(i), 0.0));
+        root.draw_text(label, &style, (x, y + 8)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The ordo/logical bars: (label, threads, ratio) per workload variant and thread count
+/// measured with both clocks.
+fn ratio_bars(
+    workloads: &[String],
+    cells: &BTreeMap<CellKey, CellSummary>,
+) -> Vec<(String, usize, f64)> {
+    let mut bars = Vec::new();
+    for w in workloads {
+        let threads: Vec<usize> = {
+            let mut t: Vec<usize> =
+                cells.keys().filter(|(name, _, _)| name == w).map(|(_, t, _)| *t).collect();
+            t.dedup();
+            t
+        };
+        for t in threads {
+            let get = |c: &str| cells.get(&(w.clone(), t, c.to_owned())).map(|s| s.median);
+            if let (Some(o), Some(l)) = (get("ordo"), get("logical")) {
+                bars.push((format!("{w} @{t}"), t, o / l.max(1e-9)));
+            }
+        }
+    }
+    bars
+}
+
+/// The abort reasons seen, and per cell its label and abort rate (%) per reason.
+fn abort_entries(cells: &BTreeMap<CellKey, CellSummary>) -> (Vec<String>, Vec<(String, Vec<f64>)>) {
+    let mut reasons: Vec<String> = Vec::new();
+    for c in cells.values() {
+        for (name, n) in &c.aborts {
+            if *n > 0 && !reasons.contains(name) {
+                reasons.push(name.clone());
+            }
+        }
+    }
+    let entries = cells
+        .iter()
+        .map(|((w, t, c), s)| {
+            let rates = reasons
+                .iter()
+                .map(|r| {
+                    s.aborts.get(r).copied().unwrap_or(0) as f64 / s.attempts.max(1) as f64 * 100.0
+                })
+                .collect();
+            (format!("{w} @{t} {c}"), rates)
+        })
+        .collect();
+    (reasons, entries)
 }
 
 impl Figure for Results<'_> {
@@ -402,31 +505,18 @@ fn draw_ratio<DB: DrawingBackend>(
     cells: &BTreeMap<CellKey, CellSummary>,
 ) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let mut bars: Vec<(String, usize, f64)> = Vec::new();
-    for w in workloads {
-        let threads: Vec<usize> = {
-            let mut t: Vec<usize> =
-                cells.keys().filter(|(name, _, _)| name == w).map(|(_, t, _)| *t).collect();
-            t.dedup();
-            t
-        };
-        for t in threads {
-            let get = |c: &str| cells.get(&(w.clone(), t, c.to_owned())).map(|s| s.median);
-            if let (Some(o), Some(l)) = (get("ordo"), get("logical")) {
-                bars.push((w.clone(), t, o / l.max(1e-9)));
-            }
-        }
-    }
+    let bars = ratio_bars(workloads, cells);
     if bars.is_empty() {
         return Err("no cell was measured with both the logical and the ordo clock".into());
     }
     let y_max = bars.iter().map(|b| b.2).fold(1.0f64, f64::max) * 1.15;
-    let labels: Vec<String> = bars.iter().map(|(w, t, _)| format!("{w} @{t}")).collect();
+    let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
     let n = bars.len();
+    let chars_max = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
     let mut chart = ChartBuilder::on(root)
         .caption("ordo / logical clock: median tx/s (STAMP: speedup)", ("sans-serif", 20))
         .margin(15)
-        .x_label_area_size(230)
+        .x_label_area_size(label_area_px(chars_max))
         .y_label_area_size(50)
         .build_cartesian_2d((0..n).into_segmented(), 0.0f64..y_max)
         .map_err(err)?;
@@ -435,15 +525,10 @@ fn draw_ratio<DB: DrawingBackend>(
         .disable_x_mesh()
         .y_desc("ratio")
         .x_labels(n)
-        .x_label_style(
-            ("sans-serif", 12).into_font().transform(plotters::style::FontTransform::Rotate90),
-        )
-        .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        })
+        .x_label_formatter(&|_| String::new())
         .draw()
         .map_err(err)?;
+    draw_bar_labels(root, &chart, &labels)?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, (_, t, r))| {
             let style = colour(*t).filled();
@@ -464,32 +549,15 @@ fn draw_aborts<DB: DrawingBackend>(
     cells: &BTreeMap<CellKey, CellSummary>,
 ) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let mut reasons: Vec<String> = Vec::new();
-    for c in cells.values() {
-        for (name, n) in &c.aborts {
-            if *n > 0 && !reasons.contains(name) {
-                reasons.push(name.clone());
-            }
-        }
-    }
-    let entries: Vec<(String, Vec<f64>)> = cells
-        .iter()
-        .map(|((w, t, c), s)| {
-            let rates = reasons
-                .iter()
-                .map(|r| {
-                    s.aborts.get(r).copied().unwrap_or(0) as f64 / s.attempts.max(1) as f64 * 100.0
-                })
-                .collect();
-            (format!("{w} @{t} {c}"), rates)
-        })
-        .collect();
+    let (reasons, entries) = abort_entries(cells);
     let n = entries.len();
     let y_max = entries.iter().map(|(_, r)| r.iter().sum::<f64>()).fold(0.0f64, f64::max) * 1.15;
+    let labels: Vec<String> = entries.iter().map(|e| e.0.clone()).collect();
+    let chars_max = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
     let mut chart = ChartBuilder::on(root)
         .caption("aborted attempts per attempt, by reason", ("sans-serif", 20))
         .margin(15)
-        .x_label_area_size(260)
+        .x_label_area_size(label_area_px(chars_max))
         .y_label_area_size(50)
         .build_cartesian_2d((0..n).into_segmented(), 0.0f64..y_max.max(1.0))
         .map_err(err)?;
@@ -498,15 +566,10 @@ fn draw_aborts<DB: DrawingBackend>(
         .disable_x_mesh()
         .y_desc("% of attempts")
         .x_labels(n)
-        .x_label_style(
-            ("sans-serif", 11).into_font().transform(plotters::style::FontTransform::Rotate90),
-        )
-        .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => entries.get(*i).map(|e| e.0.clone()).unwrap_or_default(),
-            _ => String::new(),
-        })
+        .x_label_formatter(&|_| String::new())
         .draw()
         .map_err(err)?;
+    draw_bar_labels(root, &chart, &labels)?;
     for (ri, reason) in reasons.iter().enumerate() {
         let style = colour(ri);
         chart
@@ -583,6 +646,51 @@ mod tests {
         let c = &cells[&("ycsb v".to_owned(), 2, "ordo".to_owned())];
         assert_eq!(c.median, 1.6e6 + 1.0);
         assert_eq!(c.attempts, 3 * 106);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The value of attribute `name` in an SVG tag.
+    fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
+        let start = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        &tag[start..start + tag[start..].find('"').unwrap()]
+    }
+
+    #[test]
+    fn long_bar_labels_start_below_the_axis_and_end_inside_the_figure() {
+        let dir = std::env::temp_dir().join(format!("ordo-plot-labels-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let long = "synthetic-workload-with-a-long-name 5r45w private sync";
+        let mut lines = Vec::new();
+        for w in ["ycsb", long] {
+            for (c, f) in [("logical", 1.0), ("ordo", 0.8)] {
+                lines.push(line(w, 2, c, f * 1e6));
+            }
+        }
+        let input = results_file(&dir, &lines);
+        for kind in [Kind::Ratio, Kind::Aborts] {
+            let output = dir.join(format!("{kind:?}.svg"));
+            run(&PlotArgs { results: vec![input.clone()], output: output.clone(), kind }).unwrap();
+            let svg = std::fs::read_to_string(&output).unwrap();
+            let height: f64 = attr(&svg[svg.find("<svg").unwrap()..], "height").parse().unwrap();
+            let mut labels = 0;
+            for piece in svg.split("<text").skip(1) {
+                let (tag, rest) = piece.split_once('>').unwrap();
+                let text = &rest[..rest.find("</text>").unwrap()];
+                if !tag.contains("rotate(90,") {
+                    continue;
+                }
+                labels += 1;
+                // Anchored at its start, the label runs down from just below the axis ...
+                assert_eq!(attr(tag, "text-anchor"), "start", "{kind:?}: {text}");
+                // ... and ends inside the figure (at most 0.55 em per character).
+                let y: f64 = attr(tag, "y").parse().unwrap();
+                let size: f64 = attr(tag, "font-size").parse().unwrap();
+                let end = y + 0.55 * size * text.chars().count() as f64;
+                assert!(end <= height, "{kind:?}: {text:?} ends at {end} of {height}");
+            }
+            assert!(labels >= 2, "{kind:?}: {labels} bar labels");
+            assert!(svg.contains(long), "{kind:?}: the long label is missing");
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -14,7 +14,8 @@
 //! # The runner
 //! [`run_kernel`] generates one input, then for every repetition times the sequential version
 //! once and the parallel version once per (thread count, clock), each on a fresh database
-//! (`Ordo::with_clock`), clocks interleaved (A B A B …) so drift of a loaded machine hits every
+//! (in memory, or durable in a fresh directory per `RunConfig::durability`, see
+//! [`crate::engine`]), clocks interleaved (A B A B …) so drift of a loaded machine hits every
 //! clock alike. Every parallel output is checked with [`Kernel::verify`] against the first
 //! sequential output; a failed check fails the run. The [`StampReport`] gives, per cell, the
 //! median and min–max parallel time, the speedup (median sequential time / median parallel
@@ -157,6 +158,8 @@ pub struct RunConfig {
     pub repetitions: usize,
     /// The generator's seed.
     pub seed: u64,
+    /// Durability of every run's database (in memory by default).
+    pub durability: crate::engine::Durability,
 }
 
 impl RunConfig {
@@ -302,8 +305,14 @@ impl StampReport {
         let seq = self.sequential();
         let _ = writeln!(
             out,
-            "{} {}: sequential {:.4} s [{:.4}-{:.4}], {} repetitions",
-            self.app, self.params, seq.median, seq.min, seq.max, self.config.repetitions
+            "{} {}: sequential {:.4} s [{:.4}-{:.4}], {} repetitions, durability {}",
+            self.app,
+            self.params,
+            seq.median,
+            seq.min,
+            seq.max,
+            self.config.repetitions,
+            self.config.durability.name()
         );
         let _ = writeln!(
             out,
@@ -389,7 +398,12 @@ pub fn run_kernel<K: Kernel, C: Clock + Clone + Send + Sync + 'static>(
             for (name, clock) in clocks {
                 let label = format!("{threads} threads, {name}");
                 progress(Progress { done, total, label: &label });
-                let db = Ordo::with_clock(Config::default(), clock.clone())?;
+                let (db, dir) = crate::engine::open(
+                    Config::default(),
+                    clock.clone(),
+                    &config.durability,
+                    K::NAME,
+                )?;
                 let start = Instant::now();
                 let out = K::parallel(&db, &input, threads)?;
                 let elapsed_s = start.elapsed().as_secs_f64();
@@ -411,6 +425,9 @@ pub fn run_kernel<K: Kernel, C: Clock + Clone + Send + Sync + 'static>(
                     aborts,
                     abort_rate: aborted as f64 / attempts.max(1) as f64,
                 });
+                // The database closes before its directory is removed.
+                drop(db);
+                drop(dir);
                 done += 1;
             }
         }

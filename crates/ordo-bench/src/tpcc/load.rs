@@ -66,8 +66,19 @@ pub fn load<C: Clock>(
     cfg: &TpccConfig,
     load_threads: usize,
 ) -> Result<Tpcc<C>, BenchError> {
+    load_with(clock, cfg, load_threads, Config::default())
+}
+
+/// [`load`] on a database opened with `base` (its `versions` replaced by the workload's), e.g.
+/// a durable one (see [`crate::engine`]).
+pub fn load_with<C: Clock>(
+    clock: C,
+    cfg: &TpccConfig,
+    load_threads: usize,
+    base: Config,
+) -> Result<Tpcc<C>, BenchError> {
     cfg.validate()?;
-    let config = Config { versions: cfg.versions, ..Config::default() };
+    let config = Config { versions: cfg.versions, ..base };
     let db = Ordo::with_clock(config, clock)?;
     let mut seed_rng = SmallRng::seed_from_u64(cfg.seed);
     let nurand = NuRand::new(&mut seed_rng);

@@ -25,7 +25,12 @@ fn clocks() -> Vec<(String, Arc<AnyClock>)> {
 }
 
 fn config() -> RunConfig {
-    RunConfig { thread_counts: vec![1, 2, 4], repetitions: 1, seed: 7 }
+    RunConfig {
+        thread_counts: vec![1, 2, 4],
+        repetitions: 1,
+        seed: 7,
+        durability: ordo_bench::engine::Durability::none(),
+    }
 }
 
 fn tiny_kmeans() -> KmeansParams {
