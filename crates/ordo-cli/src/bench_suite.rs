@@ -127,6 +127,7 @@ fn entries<'a>(
                 threads: threads_max,
                 duration,
                 seed: engine.seed,
+                rlu_defer: None,
             };
             cfg.validate()?;
             out.push(Entry {
