@@ -211,7 +211,11 @@ fn the_defer_limit_commits_the_deferred_sections_together() {
 
 #[test]
 fn without_deferral_every_writer_section_commits() {
-    let (seen, stats) = defer_limit_script(RluOptions { capacity_nodes: 8, max_threads: 4, ..RluOptions::default() });
+    let (seen, stats) = defer_limit_script(RluOptions {
+        capacity_nodes: 8,
+        max_threads: 4,
+        ..RluOptions::default()
+    });
     assert_eq!(seen, [vec![1, 0, 0], vec![1, 1, 0], vec![1, 1, 1], vec![1, 1, 1]]);
     assert_eq!((stats.commits, stats.write_backs), (3, 3));
 }

@@ -256,9 +256,9 @@ mod delayed_free {
         assert_eq!(same_section_script(true), 9);
     }
 
-    /// With deferral (limit 8): a writer removes key 2 (bucket 0), then inserts key 3 (bucket
-    /// 1) in the next section; both stay deferred. Another thread asks for key 2, which must
-    /// still be there: the removal is not published. Returns its answer.
+    /// With deferral (limit 8): a writer removes key 2 from bucket 0, then inserts key 3 into
+    /// bucket 1 in the next section; both stay deferred. Another thread asks for key 2, which
+    /// must still be there: the removal is not published. Returns its answer.
     fn deferred_script(skip_delayed_free: bool) -> bool {
         let _serial = serial();
         let options = RluOptions {

@@ -3,9 +3,9 @@
 
 #[cfg(loom)]
 use loom::sync::Mutex;
+use std::num::NonZeroUsize;
 #[cfg(not(loom))]
 use std::sync::Mutex;
-use std::num::NonZeroUsize;
 use std::sync::{Arc, PoisonError};
 
 use crossbeam_utils::CachePadded;
@@ -653,7 +653,8 @@ impl<C: Clock> RluThread<C> {
             return;
         };
         #[cfg(feature = "shortcuts")]
-        let limit_reached = self.deferred >= limit.get() && !self.rlu.options.shortcuts.skip_defer_limit;
+        let limit_reached =
+            self.deferred >= limit.get() && !self.rlu.options.shortcuts.skip_defer_limit;
         #[cfg(not(feature = "shortcuts"))]
         let limit_reached = self.deferred >= limit.get();
         if limit_reached {
