@@ -165,3 +165,33 @@ fn hashtable_refuses_bad_input_and_runs_both_implementations() {
         assert!(out.contains(row), "summary lacks {row:?}: {out}");
     }
 }
+
+#[test]
+fn hashtable_rlu_deferral_runs_and_refuses_zero() {
+    refused(&["bench", "hashtable", "--rlu-defer", "0"], "invalid value '0'");
+    let o = ordo(&[
+        "bench",
+        "hashtable",
+        "--impl",
+        "rlu",
+        "--rlu-defer",
+        "4",
+        "--buckets",
+        "4",
+        "--nodes-per-bucket",
+        "5",
+        "--threads",
+        "1,2",
+        "--duration-ms",
+        "20",
+        "--repetitions",
+        "1",
+        "--clock",
+        "logical",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for row in ["hashtable rlu defer 4 2%", "hashtable rlu defer 4 40%"] {
+        assert!(out.contains(row), "summary lacks {row:?}: {out}");
+    }
+}
