@@ -449,8 +449,8 @@ impl<C: Clock> Rlu<C> {
     }
 }
 
-/// One thread's handle: runs sections. Dropping it waits for a grace period and returns its
-/// freed nodes and its thread id.
+/// One thread's handle: runs sections. Dropping it commits its deferred writes, waits for a
+/// grace period and returns its freed nodes and its thread id.
 pub struct RluThread<C: Clock> {
     rlu: Arc<Rlu<C>>,
     tid: usize,
