@@ -54,6 +54,24 @@ pub fn run_timed<F>(
 where
     F: Fn(usize, &mut u64) + Sync,
 {
+    run_timed_then(threads, duration, stats_before, stats, body, |_| {})
+}
+
+/// [`run_timed`], and each worker calls `finish(thread_index)` when it stops, before the run
+/// ends (e.g. to publish work a thread buffered, which other still-running workers may wait
+/// for).
+pub fn run_timed_then<F, G>(
+    threads: usize,
+    duration: Duration,
+    stats_before: Stats,
+    stats: impl Fn() -> Stats,
+    body: F,
+    finish: G,
+) -> RunStats
+where
+    F: Fn(usize, &mut u64) + Sync,
+    G: Fn(usize) + Sync,
+{
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let run_salt = RUNS.fetch_add(1, Ordering::Relaxed).wrapping_mul(0xD1B5_4A32_D192_ED03);
     let barrier = Barrier::new(threads + 1);
@@ -64,7 +82,7 @@ where
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (barrier, stop, body) = (&barrier, &stop, &body);
+                let (barrier, stop, body, finish) = (&barrier, &stop, &body, &finish);
                 s.spawn(move || {
                     let mut h = Histogram::<u64>::new(3).expect("valid histogram");
                     let timer = Timer::new();
@@ -78,6 +96,7 @@ where
                         let _ = h.record(timer.now_ns().saturating_sub(start));
                         n += 1;
                     }
+                    finish(t);
                     (n, h)
                 })
             })

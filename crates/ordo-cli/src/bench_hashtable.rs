@@ -1,6 +1,7 @@
 //! `ordo bench hashtable`: the hash table of ORDO Fig. 11 — RLU and Ordo transactions side by
 //! side, each on the logical and the ORDO clock, at 2% and 40% updates by default.
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -48,6 +49,10 @@ pub(crate) struct HashtableArgs {
     /// Durability of the transactional table (`--impl txn` only: RLU is not on the engine).
     #[command(flatten)]
     durability: DurabilityArgs,
+    /// RLU deferral: a thread commits its writes after this many writer sections (or when
+    /// another writer needs one of its objects); off when absent. Applies to `--impl rlu`.
+    #[arg(long, value_name = "N")]
+    rlu_defer: Option<NonZeroUsize>,
 }
 
 pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
@@ -78,12 +83,16 @@ pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
                 threads: threads_max,
                 duration,
                 seed: args.seed,
+                rlu_defer: args.rlu_defer,
             };
             cfg.validate()?;
             let plan = with_durability(
                 Plan {
                     workload: "hashtable".into(),
-                    variant: format!("{} {}%", implementation.name(), update_percent),
+                    variant: match (implementation, args.rlu_defer) {
+                        (Impl::Rlu, Some(n)) => format!("rlu defer {n} {update_percent}%"),
+                        _ => format!("{} {}%", implementation.name(), update_percent),
+                    },
                     config: serde_json::to_value(&cfg)?,
                     thread_counts: thread_counts.clone(),
                     duration,

@@ -150,6 +150,7 @@ fn entries<'a>(
                 threads: threads_max,
                 duration,
                 seed: engine.seed,
+                rlu_defer: None,
             };
             cfg.validate()?;
             let durability = match implementation {

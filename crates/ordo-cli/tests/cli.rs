@@ -383,3 +383,33 @@ fn bad_durability_flags_are_refused_with_a_clear_message() {
         "the RLU hash table (--impl rlu, part of the default) does not run on the Ordo engine",
     );
 }
+
+#[test]
+fn hashtable_rlu_deferral_runs_and_refuses_zero() {
+    refused(&["bench", "hashtable", "--rlu-defer", "0"], "invalid value '0'");
+    let o = ordo(&[
+        "bench",
+        "hashtable",
+        "--impl",
+        "rlu",
+        "--rlu-defer",
+        "4",
+        "--buckets",
+        "4",
+        "--nodes-per-bucket",
+        "5",
+        "--threads",
+        "1,2",
+        "--duration-ms",
+        "20",
+        "--repetitions",
+        "1",
+        "--clock",
+        "logical",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for row in ["hashtable rlu defer 4 2%", "hashtable rlu defer 4 40%"] {
+        assert!(out.contains(row), "summary lacks {row:?}: {out}");
+    }
+}

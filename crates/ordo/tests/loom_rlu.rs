@@ -103,3 +103,36 @@ fn conflicting_writers_lose_no_update() {
         assert_eq!(t.section(|s| s.deref(a)).unwrap().key, 2);
     });
 }
+
+/// Deferral (limit 2): one thread increments `a` and keeps the write deferred until its handle
+/// is dropped; the other increments `a` too. When it meets the deferred lock it asks for a
+/// sync and retries; no interleaving deadlocks or loses an increment.
+#[test]
+fn deferred_writer_and_conflicting_writer_lose_no_update() {
+    builder().check(|| {
+        let options = RluOptions { defer_limit: std::num::NonZeroUsize::new(2), ..options() };
+        let rlu = Rlu::new(LoomClock(AtomicU64::new(0)), options).unwrap();
+        let a = rlu.thread().unwrap().alloc_unshared(NodeValue::new(0, NodeId::NIL)).unwrap();
+        let inc = move |t: &mut ordo::rlu::RluThread<LoomClock>| {
+            t.section(|s| {
+                let v = s.deref(a)?;
+                s.try_lock(a)?;
+                s.write(a, NodeValue::new(v.key + 1, NodeId::NIL))
+            })
+            .unwrap();
+        };
+        let other = {
+            let rlu = rlu.clone();
+            thread::spawn(move || {
+                let mut t = rlu.thread().unwrap();
+                inc(&mut t);
+            })
+        };
+        let mut t = rlu.thread().unwrap();
+        inc(&mut t);
+        drop(t);
+        other.join().unwrap();
+        let mut t = rlu.thread().unwrap();
+        assert_eq!(t.section(|s| s.deref(a)).unwrap().key, 2);
+    });
+}

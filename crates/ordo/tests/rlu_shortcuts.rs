@@ -63,7 +63,7 @@ fn hook(step: RluStep) {
             wait_until(|| GATE.load(Ordering::SeqCst) == GO);
             GATE.store(IDLE, Ordering::SeqCst);
         }
-        RluStep::ClockRead | RluStep::ReaderBlocked => {}
+        RluStep::ClockRead | RluStep::ReaderBlocked | RluStep::Stealing => {}
     }
 }
 
@@ -177,7 +177,7 @@ mod block {
             RluStep::ClockRead => pause(&WRITER),
             RluStep::BeforeWriteback => pause(&WRITEBACK),
             RluStep::ReaderBlocked => READER_BLOCKED.store(1, Ordering::SeqCst),
-            RluStep::ClockDrawn { .. } => {}
+            RluStep::ClockDrawn { .. } | RluStep::Stealing => {}
         }
     }
 

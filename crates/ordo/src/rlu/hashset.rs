@@ -172,6 +172,17 @@ impl<C: Clock> RluSetHandle<C> {
         self.thread.stats()
     }
 
+    /// Commits this thread's deferred updates (see [`RluThread::flush`]).
+    pub fn flush(&mut self) {
+        self.thread.flush();
+    }
+
+    /// Updates of this thread not yet visible to others (see
+    /// [`RluThread::deferred_sections`]).
+    pub fn deferred_sections(&self) -> usize {
+        self.thread.deferred_sections()
+    }
+
     fn op(&mut self, key: u64, op: Op, tag: Option<u64>) -> Result<Tagged, RluError> {
         let head = self.head(key);
         self.thread.section(|s| {

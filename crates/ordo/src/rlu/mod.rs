@@ -72,13 +72,49 @@
 //! reused while anybody could still hold it). A stealing reader copies the fields out and then
 //! re-reads the header: only if it is unchanged — the same section still holds the lock, and
 //! its copies are final once its write clock is published — is the copy returned. Copies live
-//! in two logs per thread, used alternately, so a log is reused only after the next commit's
-//! synchronize. Nodes freed in a section are recycled only after the *next* commit of the same
-//! thread (or a full grace period when the thread handle is dropped); one synchronize already
-//! suffices, since readers that steal never reach an unlinked node.
+//! in two logs per thread, used alternately, so a live handle reuses a log only after the next
+//! commit's synchronize. A *new* handle that takes over a dropped handle's thread id starts on
+//! log 0 with no synchronize in between, so it may overwrite a slot a reader is about to steal
+//! from: the header re-check is what keeps that copy from being returned (the removal test in
+//! `tests/rlu_mechanisms.rs` scripts it). Nodes freed in a section are recycled only after the
+//! commit that publishes the unlinking *and* the next commit of the same thread (or a full
+//! grace period when the thread handle is dropped); one synchronize already suffices, since
+//! readers that steal never reach an unlinked node. A node recycled earlier — before the
+//! synchronize — could be rewritten under a reader that still holds a link to it
+//! (`tests/rlu_mechanisms.rs`).
 //!
-//! Deferral (RLU §3.7, ORDO Fig. 12) is not implemented: every writer commits and
-//! synchronizes at the end of its section.
+//! ## Deferral (RLU §3.7), off by default
+//!
+//! With [`RluOptions::defer_limit`] `= Some(n)` a writer section does not commit when it ends:
+//! its objects stay locked, its copies stay in the current log, and the thread goes on to its
+//! next section, which sees its own deferred copies (the header names the owner). Others read
+//! the originals (the write clock stays `INF`), so a deferred write becomes visible to other
+//! threads only at the commit that publishes it. That commit is the ordinary one above — the
+//! same `BLOCK`, write clock, `new_time(w + 2B)` and synchronize, over either clock — and
+//! publishes every deferred section at once: one synchronize for up to `n` writer sections.
+//! It happens, always outside a section, when
+//!
+//! * `n` writer sections are pending (the defer limit);
+//! * another writer found one of the thread's locked objects: it sets the owner's **sync
+//!   request** flag, aborts and retries; the owner checks the flag at every section boundary
+//!   (before each attempt and after each section) and commits. A thread that stopped running
+//!   sections does not see requests: call [`RluThread::flush`] before going idle (dropping the
+//!   handle flushes);
+//! * a section needs an object locked by one of the thread's own *deferred* sections (an
+//!   aborted attempt could not undo a change to that copy), or its log is full: the attempt is
+//!   aborted, the deferred writes are committed, and the section is retried.
+//!
+//! An aborted attempt unlocks only its own locks and drops only its own frees; `write` and
+//! `free` accept only objects locked in the current section. Nothing waits while holding a
+//! section open except on a `BLOCK` write clock, so crossed requests cannot deadlock: each
+//! side aborts, and commits at its next attempt.
+//!
+//! *What deferral relaxes.* An update returns before others can see it. A history is
+//! linearizable when each operation of a thread with deferred writes is taken to complete at
+//! the commit that publishes them — `tests/rlu_defer.rs` records it that way and checks it
+//! with `ordo-check` on every clock. Without that (stamping completion when the call returns)
+//! a later reader on another thread may miss an update that has returned: RLU's deferral trades
+//! real-time order for fewer synchronizes, as in the RLU paper.
 
 #[cfg(not(loom))]
 pub mod hashset;

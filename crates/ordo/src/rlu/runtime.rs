@@ -3,6 +3,7 @@
 
 #[cfg(loom)]
 use loom::sync::Mutex;
+use std::num::NonZeroUsize;
 #[cfg(not(loom))]
 use std::sync::Mutex;
 use std::sync::{Arc, PoisonError};
@@ -10,7 +11,7 @@ use std::sync::{Arc, PoisonError};
 use crossbeam_utils::CachePadded;
 use ordo_clock::{Clock, Interval, TimeOrder, Timestamp};
 
-use crate::sync::{AtomicU64, Ordering, fence};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 
 /// Write clock of a thread that is not committing: nobody steals.
 const WC_INF: u64 = u64::MAX;
@@ -116,8 +117,13 @@ pub struct RluOptions {
     pub max_threads: usize,
     /// Nodes in the arena (1..u32::MAX).
     pub capacity_nodes: usize,
-    /// Objects one section may lock (1..=32768).
+    /// Objects one section may lock (1..=32768). With deferral the deferred sections of a
+    /// thread share its log: a section that would overflow it commits them first.
     pub log_capacity: usize,
+    /// RLU deferral (RLU §3.7): `Some(n)` lets a thread keep the writes of up to `n` writer
+    /// sections locked and unpublished, committing them together with one synchronize (see
+    /// the module essay). `None` (the default) commits every writer section at its end.
+    pub defer_limit: Option<NonZeroUsize>,
     /// Test-only switches that remove protocol steps.
     #[cfg(feature = "shortcuts")]
     pub shortcuts: RluShortcuts,
@@ -129,6 +135,7 @@ impl Default for RluOptions {
             max_threads: 64,
             capacity_nodes: 1 << 16,
             log_capacity: 64,
+            defer_limit: None,
             #[cfg(feature = "shortcuts")]
             shortcuts: RluShortcuts::default(),
         }
@@ -161,6 +168,18 @@ pub struct RluShortcuts {
     /// module essay, fact 1): a reader may then see one object of the commit as not committing
     /// and steal another.
     pub skip_block: bool,
+    /// Return a stolen copy without re-reading the object's header afterwards (see the
+    /// module essay, "Objects and memory"): a copy slot reused meanwhile is then returned.
+    pub skip_steal_recheck: bool,
+    /// Recycle a freed node at once (at [`Section::free`]) instead of after the synchronize
+    /// of a later commit: a reader still holding the node then sees its next life.
+    pub skip_delayed_free: bool,
+    /// With deferral: a writer that finds an object locked by another thread does not ask
+    /// that thread to commit its deferred writes (it only retries).
+    pub skip_sync_request: bool,
+    /// With deferral: never commit because the defer limit is reached (only on a request,
+    /// [`RluThread::flush`] or drop).
+    pub skip_defer_limit: bool,
     /// Called at each commit step, so a test can script an interleaving.
     pub hook: Option<fn(RluStep)>,
 }
@@ -183,6 +202,8 @@ pub enum RluStep {
     },
     /// Synchronize is over; write-back comes next.
     BeforeWriteback,
+    /// A reader decided to steal another thread's copy and is about to read it.
+    Stealing,
 }
 
 /// Counters of one thread.
@@ -190,8 +211,13 @@ pub enum RluStep {
 pub struct RluStats {
     /// Sections that ended (read-only or committed).
     pub sections: u64,
-    /// Sections that committed writes.
+    /// Writer sections whose writes were published (with deferral, several per write-back).
     pub commits: u64,
+    /// Commits proper: one synchronize and one write-back each (equal to `commits` without
+    /// deferral).
+    pub write_backs: u64,
+    /// Write-backs of deferred writes that another thread asked for (a lock conflict).
+    pub sync_requests: u64,
     /// Section attempts aborted on a write-write conflict.
     pub aborts: u64,
     /// Dereferences that returned another writer's copy.
@@ -236,6 +262,9 @@ struct Shared {
     run_cnt: AtomicU64,
     local_clock: AtomicU64,
     write_clock: AtomicU64,
+    /// Set by a writer that found an object locked by this thread's deferred writes: commit
+    /// them at the next section boundary (RLU's sync request).
+    sync_request: AtomicBool,
     /// The section number the next handle of this thread id starts at: section numbers are
     /// never reused by one id, so a header never names a section of an earlier handle.
     next_seq: AtomicU64,
@@ -250,6 +279,11 @@ fn header(owner: usize, log: usize, slot: usize, seq: u32) -> u64 {
 /// Index of the copy a header names in its owner's `logs`.
 fn header_copy_index(h: u64, log_capacity: usize) -> usize {
     (((h >> 47) & 1) as usize) * log_capacity + ((h >> 32) & 0x7FFF) as usize
+}
+
+/// The slot a header names (the index of the lock in its owner's `locked`).
+fn header_slot(h: u64) -> usize {
+    ((h >> 32) & 0x7FFF) as usize
 }
 
 fn header_owner(h: u64) -> usize {
@@ -309,6 +343,7 @@ impl<C: Clock> Rlu<C> {
                     run_cnt: AtomicU64::new(0),
                     local_clock: AtomicU64::new(LOCAL_PENDING),
                     write_clock: AtomicU64::new(WC_INF),
+                    sync_request: AtomicBool::new(false),
                     next_seq: AtomicU64::new(0),
                     logs: (0..2 * options.log_capacity).map(|_| CopySlot::new()).collect(),
                 })
@@ -365,8 +400,12 @@ impl<C: Clock> Rlu<C> {
             log: 0,
             seq,
             locked: Vec::new(),
+            section_mark: 0,
+            deferred: 0,
+            flush_needed: false,
             allocated: Vec::new(),
             freed: Vec::new(),
+            freed_mark: 0,
             pending_free: Vec::new(),
             free_list: Vec::new(),
             snapshot: Vec::new(),
@@ -410,8 +449,8 @@ impl<C: Clock> Rlu<C> {
     }
 }
 
-/// One thread's handle: runs sections. Dropping it waits for a grace period and returns its
-/// freed nodes and its thread id.
+/// One thread's handle: runs sections. Dropping it commits its deferred writes, waits for a
+/// grace period and returns its freed nodes and its thread id.
 pub struct RluThread<C: Clock> {
     rlu: Arc<Rlu<C>>,
     tid: usize,
@@ -423,12 +462,23 @@ pub struct RluThread<C: Clock> {
     log: usize,
     /// Section number, part of every header this thread writes.
     seq: u32,
-    /// (node, slot) locked in this section.
+    /// (node, slot) locked and not yet written back: by the deferred sections, then by this
+    /// one from `section_mark` on (the slot is the index in this vector).
     locked: Vec<(NodeId, usize)>,
+    /// Locks of the deferred sections: `locked[..section_mark]`.
+    section_mark: usize,
+    /// Writer sections ended but not yet committed (deferral).
+    deferred: usize,
+    /// This thread needs its deferred writes committed before the next attempt (it met its
+    /// own deferred lock, or its log is full).
+    flush_needed: bool,
     /// Nodes allocated in this section (returned on abort).
     allocated: Vec<NodeId>,
-    /// Nodes freed in this section (recycled after the next synchronize).
+    /// Nodes freed by the deferred sections and this one (recycled after the next
+    /// synchronize but one).
     freed: Vec<NodeId>,
+    /// Frees of the deferred sections: `freed[..freed_mark]`.
+    freed_mark: usize,
     /// Nodes freed by the last commit, waiting for one more synchronize.
     pending_free: Vec<NodeId>,
     free_list: Vec<u32>,
@@ -473,12 +523,18 @@ impl<C: Clock> RluThread<C> {
     ) -> Result<R, RluError> {
         let mut spins = 0u32;
         loop {
+            self.sync_checkpoint();
             self.reader_lock();
             let out = body(&mut Section { thread: self });
             match out {
                 Ok(r) => {
                     self.reader_unlock();
                     return Ok(r);
+                }
+                Err(RluError::Conflict(_)) if self.flush_needed => {
+                    // Not a conflict with another thread: this thread's own deferred writes
+                    // must be committed first (the checkpoint above does it).
+                    self.abort();
                 }
                 Err(RluError::Conflict(_)) => {
                     self.abort();
@@ -497,6 +553,60 @@ impl<C: Clock> RluThread<C> {
 
     fn me(&self) -> &Shared {
         &self.rlu.threads[self.tid]
+    }
+
+    /// Writer sections that ended but whose writes are not yet published (deferral; always 0
+    /// without it). Other threads see these writes only after the commit that publishes them.
+    pub fn deferred_sections(&self) -> usize {
+        self.deferred
+    }
+
+    /// Commits the deferred writes now (one synchronize and write-back); nothing to do when
+    /// none are pending. Call it before a thread goes idle: until it commits, its deferred
+    /// locks make conflicting writers retry, and it honours their requests only at its own
+    /// section boundaries.
+    pub fn flush(&mut self) {
+        if self.deferred > 0 {
+            self.commit();
+        }
+        self.flush_needed = false;
+    }
+
+    /// RLU's sync checkpoint, outside any section: commit the deferred writes when another
+    /// thread asked for them or this thread needs them out of its log.
+    fn sync_checkpoint(&mut self) {
+        let me = &self.rlu.threads[self.tid];
+        // Relaxed: a request is a hint; the requester retries (and asks again) until the lock
+        // it wants is released, which is published by the Release header stores of `commit`.
+        let requested =
+            self.rlu.options.defer_limit.is_some() && me.sync_request.load(Ordering::Relaxed);
+        if requested {
+            me.sync_request.store(false, Ordering::Relaxed);
+        }
+        if self.deferred > 0 && (requested || self.flush_needed) {
+            if requested {
+                self.stats.sync_requests += 1;
+            }
+            self.commit();
+        }
+        self.flush_needed = false;
+    }
+
+    /// Asks thread `owner`, whose lock this thread ran into, to commit its deferred writes.
+    fn request_sync(&self, owner: usize) {
+        if self.rlu.options.defer_limit.is_none() {
+            return;
+        }
+        #[cfg(feature = "shortcuts")]
+        if self.rlu.options.shortcuts.skip_sync_request {
+            return;
+        }
+        if let Some(other) = self.rlu.threads.get(owner) {
+            // Relaxed: see `sync_checkpoint`. Load first: no cache-line write when already set.
+            if !other.sync_request.load(Ordering::Relaxed) {
+                other.sync_request.store(true, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Fig. 7 `rlu_reader_lock`.
@@ -524,19 +634,40 @@ impl<C: Clock> RluThread<C> {
         // Release: every read of the section happens before a committer sees it quiescent.
         self.me().run_cnt.store(self.run, Ordering::Release);
         self.stats.sections += 1;
-        if self.locked.is_empty() {
+        if self.locked.len() == self.section_mark {
             // A read-only section may still have allocated (and not linked) nodes: return them.
             let allocated = std::mem::take(&mut self.allocated);
             self.free_list.extend(allocated.iter().map(|n| n.0));
-            self.freed.clear();
+            self.freed.truncate(self.freed_mark);
+            // RLU's checkpoint at the end of a reader section: answer a request promptly.
+            self.sync_checkpoint();
             return;
         }
-        self.commit();
+        // A writer section: its allocations are now linked from its copies.
+        self.allocated.clear();
+        self.deferred += 1;
+        self.section_mark = self.locked.len();
+        self.freed_mark = self.freed.len();
+        let Some(limit) = self.rlu.options.defer_limit else {
+            self.commit();
+            return;
+        };
+        #[cfg(feature = "shortcuts")]
+        let limit_reached =
+            self.deferred >= limit.get() && !self.rlu.options.shortcuts.skip_defer_limit;
+        #[cfg(not(feature = "shortcuts"))]
+        let limit_reached = self.deferred >= limit.get();
+        if limit_reached {
+            self.commit();
+        } else {
+            self.sync_checkpoint();
+        }
     }
 
-    /// Ends an aborted section: unlock without write-back; nothing was published.
+    /// Ends an aborted section: unlock its own locks without write-back (the deferred
+    /// sections keep theirs); nothing was published.
     fn abort(&mut self) {
-        for (node, _) in std::mem::take(&mut self.locked) {
+        for (node, _) in self.locked.drain(self.section_mark..) {
             if let Ok(n) = self.rlu.node(node) {
                 // Release: pairs with the Acquire header loads of readers and lockers.
                 n.header.store(0, Ordering::Release);
@@ -544,14 +675,16 @@ impl<C: Clock> RluThread<C> {
         }
         let allocated = std::mem::take(&mut self.allocated);
         self.free_list.extend(allocated.iter().map(|n| n.0));
-        self.freed.clear();
+        self.freed.truncate(self.freed_mark);
         self.seq = self.seq.wrapping_add(1);
         self.run += 1;
         // Release: as in `reader_unlock`.
         self.me().run_cnt.store(self.run, Ordering::Release);
     }
 
-    /// Fig. 7 `rlu_commit_write_log`.
+    /// Fig. 7 `rlu_commit_write_log` (RLU's `rlu_sync_and_writeback` with deferral): commits
+    /// the writes of every deferred section and of the one that just ended, outside any
+    /// section.
     fn commit(&mut self) {
         let rlu = Arc::clone(&self.rlu);
         let me = &rlu.threads[self.tid];
@@ -618,6 +751,7 @@ impl<C: Clock> RluThread<C> {
             n.header.store(0, Ordering::Release);
         }
         self.locked.clear();
+        self.section_mark = 0;
         // Release: pairs with the Acquire write-clock loads of readers.
         me.write_clock.store(WC_INF, Ordering::Release);
         self.log ^= 1;
@@ -625,9 +759,12 @@ impl<C: Clock> RluThread<C> {
         self.allocated.clear();
         // Nodes freed by the previous commit have now seen one more synchronize.
         let ready = std::mem::replace(&mut self.pending_free, std::mem::take(&mut self.freed));
+        self.freed_mark = 0;
         self.free_list.extend(ready.iter().map(|n| n.0));
         self.spill_if_large();
-        self.stats.commits += 1;
+        self.stats.commits += self.deferred as u64;
+        self.stats.write_backs += 1;
+        self.deferred = 0;
     }
 
     /// Fig. 7 `rlu_synchronize`: wait for readers active at the snapshot that did not start
@@ -721,6 +858,8 @@ fn store_fields(n: &Node, v: NodeValue) {
 
 impl<C: Clock> Drop for RluThread<C> {
     fn drop(&mut self) {
+        // Deferred writes are committed: their locks must not outlive the handle.
+        self.flush();
         // Freed nodes may still be read by sections that started before the last commit.
         if !self.pending_free.is_empty() || !self.freed.is_empty() {
             self.quiesce();
@@ -785,8 +924,17 @@ impl<C: Clock> Section<'_, C> {
             }
             // Steal: read the copy, then check the lock is still this section's (the header
             // carries the section number, so an equal header means the same lock).
+            #[cfg(feature = "shortcuts")]
+            if let Some(hook) = rlu.options.shortcuts.hook {
+                hook(super::RluStep::Stealing);
+            }
             let c = other.logs.get(header_copy_index(h, cap)).ok_or(RluError::BadNode(id))?;
             let v = Rlu::<C>::read_copy(c);
+            #[cfg(feature = "shortcuts")]
+            if rlu.options.shortcuts.skip_steal_recheck {
+                t.stats.steals += 1;
+                return Ok(v);
+            }
             // Acquire: orders the copy reads before the re-check.
             if node.header.load(Ordering::Acquire) == h {
                 t.stats.steals += 1;
@@ -802,20 +950,35 @@ impl<C: Clock> Section<'_, C> {
         let rlu = Arc::clone(&t.rlu);
         let node = rlu.node(id)?;
         let h = node.header.load(Ordering::Acquire);
+        let cap = rlu.options.log_capacity;
         if h != 0 {
-            if header_owner(h) == t.tid {
+            if header_owner(h) != t.tid {
+                t.request_sync(header_owner(h));
+                return Err(RluError::Conflict(id));
+            }
+            if header_slot(h) >= t.section_mark {
                 return Ok(());
             }
+            // Locked by a deferred section of this thread, whose copy is not this section's
+            // to change (an abort could not undo it): commit the deferred writes and retry,
+            // as RLU does.
+            t.flush_needed = true;
             return Err(RluError::Conflict(id));
         }
-        let cap = rlu.options.log_capacity;
         let slot = t.locked.len();
         if slot >= cap {
+            if t.section_mark > 0 {
+                // The deferred sections fill the log: commit them and retry.
+                t.flush_needed = true;
+                return Err(RluError::Conflict(id));
+            }
             return Err(RluError::LogFull { capacity: cap });
         }
         let mine = header(t.tid, t.log, slot, t.seq);
         // AcqRel: the Acquire side sees the last write-back; the Release side publishes the lock.
-        if node.header.compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if let Err(now) = node.header.compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire)
+        {
+            t.request_sync(header_owner(now));
             return Err(RluError::Conflict(id));
         }
         let v = Rlu::<C>::read_original(node);
@@ -829,10 +992,10 @@ impl<C: Clock> Section<'_, C> {
         Ok(())
     }
 
-    /// Sets the copy of a locked object.
+    /// Sets the copy of an object this section locked.
     pub fn write(&mut self, id: NodeId, value: NodeValue) -> Result<(), RluError> {
         let t = &mut *self.thread;
-        let Some(&(_, slot)) = t.locked.iter().find(|(n, _)| *n == id) else {
+        let Some(&(_, slot)) = t.locked[t.section_mark..].iter().find(|(n, _)| *n == id) else {
             return Err(RluError::NotLocked(id));
         };
         let c = &t.rlu.threads[t.tid].logs[t.log * t.rlu.options.log_capacity + slot];
@@ -851,13 +1014,20 @@ impl<C: Clock> Section<'_, C> {
         Ok(id)
     }
 
-    /// Frees a node this section locked and unlinked; it is recycled after the next
-    /// synchronize of this thread.
+    /// Frees a node this section locked and unlinked; it is recycled after the commit that
+    /// publishes the unlinking and one more commit of this thread (each with its synchronize),
+    /// or a grace period when the handle is dropped.
     pub fn free(&mut self, id: NodeId) -> Result<(), RluError> {
-        if !self.thread.locked.iter().any(|(n, _)| *n == id) {
+        let t = &mut *self.thread;
+        if !t.locked[t.section_mark..].iter().any(|(n, _)| *n == id) {
             return Err(RluError::NotLocked(id));
         }
-        self.thread.freed.push(id);
+        #[cfg(feature = "shortcuts")]
+        if t.rlu.options.shortcuts.skip_delayed_free {
+            t.free_list.push(id.0);
+            return Ok(());
+        }
+        t.freed.push(id);
         Ok(())
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use ordo_check::{Recorder, check_strict_serializable};
+use ordo_check::{Recorder, TxnRecorder, check_strict_serializable};
 
 /// What an operation did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +56,20 @@ impl SetHistory {
         tag: u64,
         op: impl FnOnce() -> (bool, u64),
     ) {
+        self.run(process, bucket, key, kind, tag, op).complete();
+    }
+
+    /// Runs `op` like [`record`](Self::record) but leaves its completion to the caller: an
+    /// operation whose effect is published later (RLU deferral) completes when it is.
+    pub fn run(
+        &self,
+        process: u32,
+        bucket: u64,
+        key: u64,
+        kind: Kind,
+        tag: u64,
+        op: impl FnOnce() -> (bool, u64),
+    ) -> Pending<'_> {
         let mut t = self.rec.begin(process);
         let (result, tag_seen) = op();
         let seen = (tag_seen != 0).then_some(tag_seen);
@@ -64,8 +78,7 @@ impl SetHistory {
         if changed {
             t.write_register(bucket, tag);
         }
-        t.commit();
-        self.done.lock().unwrap().push(Done { bucket, key, kind, result, tag_seen, tag });
+        Pending { t, done: Done { bucket, key, kind, result, tag_seen, tag }, history: self }
     }
 
     /// Checks the history; returns the number of operations checked.
@@ -121,5 +134,20 @@ impl SetHistory {
             }
         }
         Ok(done.len())
+    }
+}
+
+/// An operation that returned but is not yet recorded as complete (see [`SetHistory::run`]).
+pub struct Pending<'a> {
+    t: TxnRecorder<'a>,
+    done: Done,
+    history: &'a SetHistory,
+}
+
+impl Pending<'_> {
+    /// Stamps the completion now.
+    pub fn complete(self) {
+        self.t.commit();
+        self.history.done.lock().unwrap().push(self.done);
     }
 }
