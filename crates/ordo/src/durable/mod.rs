@@ -37,6 +37,7 @@ pub mod format;
 pub mod io;
 pub(crate) mod log;
 pub mod recovery;
+mod segmap;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -304,10 +305,13 @@ impl Drop for Durable {
 
 /// Opens (creating if needed) the directory of `config`: recovers, then returns the runtime
 /// state, the heap-file backing and the mapped regions.
+/// `scanned` is a scan of the directory made just before (by
+/// [`crate::Ordo::open_durable`], to build the clock), so the log is read once.
 pub(crate) fn open(
     config: &DurableConfig,
     region_bytes: usize,
     threads: usize,
+    scanned: Option<recovery::Scan>,
 ) -> Result<(Durable, Arc<HeapFiles>, Vec<RegionMemory>), Error> {
     config.check()?;
     let wrap = |e: DurableError| Error::Durable(Arc::new(e));
@@ -326,7 +330,10 @@ pub(crate) fn open(
         let m = format::Manifest { region_bytes: region_bytes as u64, regions: 0 };
         m.write(&*storage, dir).map_err(wrap)?;
     }
-    let scan = recovery::scan(&*storage, dir).map_err(wrap)?;
+    let scan = match scanned {
+        Some(scan) => scan,
+        None => recovery::scan(&*storage, dir, config.replay_threads).map_err(wrap)?,
+    };
     if scan.manifest.region_bytes != region_bytes as u64 {
         return Err(wrap(DurableError::RegionSize {
             dir: dir.clone(),
@@ -371,6 +378,16 @@ pub(crate) fn open(
 /// Reads what recovery of `dir` would do, without changing anything (for `ordo recover` and
 /// `ordo inspect`).
 pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(prescan(storage, dir, threads)?.report())
+}
+
+/// The scan of `dir` on `threads` threads, or [`DurableError::NoDatabase`].
+pub(crate) fn prescan(
+    storage: &dyn Storage,
+    dir: &Path,
+    threads: usize,
+) -> Result<recovery::Scan, DurableError> {
     let names = storage.list(dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             DurableError::NoDatabase { dir: dir.to_path_buf() }
@@ -381,8 +398,7 @@ pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, Dura
     if !names.iter().any(|n| n == format::MANIFEST) {
         return Err(DurableError::NoDatabase { dir: dir.to_path_buf() });
     }
-    let scan = recovery::scan(storage, dir)?;
-    Ok(scan.report())
+    recovery::scan(storage, dir, threads)
 }
 
 /// Counters of a durable database's log.

@@ -9,22 +9,35 @@
 //! file and offset: every record at or below D was flushed before D was, so a bad one there is
 //! corruption, never a crash artefact. A segment shorter than its header says is an error too.
 //!
+//! The scan maps every segment read-only (no copy of the log; see `segmap`) and checks the
+//! segments on `threads` threads at once (segments are independent; results are merged in
+//! segment order, so the error reported for a bad directory does not depend on timing). Each
+//! record is checked with one crc32c call over its bytes and decoded in place, without
+//! allocating.
+//!
 //! `apply` then replays the records with `C < wts <= D` into the heap files. Replay is
 //! **backward filtered**: images are absolute, so only the newest image of each address
-//! matters; it is written once. Then the heap files are synced, C := D is persisted, and the
-//! segments are deleted. Each step is idempotent, so a crash during `apply` is recovered by
+//! matters (the largest `wts`; within one record the later entry); it is written once. The
+//! address space is split into interleaved 64 KiB ranges, one set per replay thread: each
+//! thread keeps the newest image of its own addresses and writes them in address order,
+//! adjacent images coalesced into one `pwrite`. Then the heap files are synced, C := D is
+//! persisted, and the segments are deleted. Each step is idempotent, so a crash during `apply` is recovered by
 //! running it again. Every check happens in `scan`, before the first write: a directory that
 //! fails to open is left as it was.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+use rustc_hash::FxHashMap;
 
 use super::DurableError;
 use super::format::{
     self, KIND_MARKER, KIND_TX, Manifest, NotRecord, SEGMENT_HEADER_BYTES, SegmentHeader,
 };
-use super::io::Storage;
+use super::io::{Storage, StorageFile};
+use super::segmap::SegmentBytes;
 use crate::addr::Addr;
 
 /// A record dropped because it was torn (beyond the marker).
@@ -93,16 +106,35 @@ pub struct RecoveryReport {
 struct Seg {
     path: PathBuf,
     header: SegmentHeader,
-    bytes: Vec<u8>,
+    bytes: SegmentBytes,
 }
 
-/// A valid record's place.
+/// A valid transaction record's place.
 #[derive(Clone, Copy)]
 struct Found {
     ts: u64,
+    offset: usize,
+    seg: u32,
+    marked: bool,
+}
+
+/// A bad record, judged once the marker is known.
+struct BadRecord {
     seg: usize,
     offset: usize,
-    marked: bool,
+    ts_field: u64,
+    reason: &'static str,
+    /// A valid record follows it in its chunk (so it is not a torn tail).
+    followed: bool,
+}
+
+/// What the scan of one segment found.
+struct SegScan {
+    info: SegmentInfo,
+    records: Vec<Found>,
+    marker: u64,
+    bad: Vec<BadRecord>,
+    log_bytes: u64,
 }
 
 /// Everything [`scan`] read.
@@ -112,6 +144,7 @@ pub(crate) struct Scan {
     records: Vec<Found>,
     report: RecoveryReport,
     started: Instant,
+    threads: usize,
 }
 
 impl Scan {
@@ -128,8 +161,46 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DurableEr
     move |source| DurableError::Io { op, path, source }
 }
 
-/// Reads and checks a directory; changes nothing. See the module docs.
-pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableError> {
+/// Runs `f` on items `0..n` on up to `threads` threads (items handed out one at a time) and
+/// returns the results in item order.
+fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = threads.clamp(1, n.max(1));
+    if threads == 1 {
+        return (0..n).map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut out: Vec<(usize, T)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        // Relaxed: the counter only hands out distinct items.
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= n {
+                            return mine;
+                        }
+                        mine.push((i, f(i)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    out.sort_unstable_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Reads and checks a directory on up to `threads` threads; changes nothing. See the module
+/// docs.
+pub(crate) fn scan(
+    storage: &dyn Storage,
+    dir: &Path,
+    threads: usize,
+) -> Result<Scan, DurableError> {
     let started = Instant::now();
     let manifest = Manifest::read(storage, dir)?;
     let ckpt = format::read_checkpoint(storage, dir)?;
@@ -168,26 +239,14 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
                 ),
             });
         }
-        // Read only the chunks that hold records (a zero first word means unused): segments
-        // are preallocated, and most of the last one is usually empty.
-        let mut bytes = vec![0u8; header.file_bytes() as usize];
-        bytes[..head.len()].copy_from_slice(&head);
-        let cb = header.chunk_bytes as usize;
-        for c in 0..header.chunks as usize {
-            let start = SEGMENT_HEADER_BYTES as usize + c * cb;
-            let first = &mut bytes[start..start + 8];
-            f.read_at(first, start as u64).map_err(io("read", &path))?;
-            if first.iter().any(|b| *b != 0) {
-                f.read_at(&mut bytes[start..start + cb], start as u64)
-                    .map_err(io("read", &path))?;
-            }
-        }
+        let bytes = SegmentBytes::map(f.os_file(), header.file_bytes() as usize)
+            .map_err(io("mmap", &path))?;
         segs.push(Seg { path, header, bytes });
     }
 
+    let scans = parallel_map(segs.len(), threads, |si| scan_segment(&manifest, si, &segs[si]));
     let mut records = Vec::new();
     let mut marker = 0u64;
-    // Bad records, judged once the marker is known: (seg, offset, ts field, reason, followed).
     let mut bad = Vec::new();
     let mut report = RecoveryReport {
         regions: manifest.regions,
@@ -196,79 +255,35 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
         segments: segs.len(),
         ..RecoveryReport::default()
     };
-    for (si, seg) in segs.iter().enumerate() {
-        let cb = seg.header.chunk_bytes as usize;
-        let mut info = SegmentInfo {
-            path: seg.path.clone(),
-            seq: seg.header.seq,
-            marked: seg.header.marked,
-            chunks_used: 0,
-            chunks: seg.header.chunks,
-            records: 0,
-            markers: 0,
-        };
-        for c in 0..seg.header.chunks as usize {
-            let start = SEGMENT_HEADER_BYTES as usize + c * cb;
-            let chunk = &seg.bytes[start..start + cb];
-            if chunk[..8] != [0u8; 8] {
-                info.chunks_used += 1;
-            }
-            let mut pos = 0;
-            while pos < cb {
-                match format::decode_record(&chunk[pos..]) {
-                    Ok(r) => {
-                        if r.kind == KIND_MARKER {
-                            info.markers += 1;
-                            if seg.header.marked {
-                                marker = marker.max(r.ts);
-                            }
-                        } else {
-                            debug_assert_eq!(r.kind, KIND_TX);
-                            check_entries(&manifest, &seg.path, (start + pos) as u64, &r)?;
-                            info.records += 1;
-                            records.push(Found {
-                                ts: r.ts,
-                                seg: si,
-                                offset: start + pos,
-                                marked: seg.header.marked,
-                            });
-                            report.log_bytes += r.len_bytes as u64;
-                        }
-                        pos += r.len_bytes;
-                    }
-                    Err(NotRecord::End) => break,
-                    Err(NotRecord::Bad { ts_field, reason }) => {
-                        let followed = valid_after(&chunk[pos..]);
-                        bad.push((si, start + pos, ts_field, reason, followed));
-                        break;
-                    }
-                }
-            }
-        }
-        report.segment_files.push(info);
+    for s in scans {
+        let s = s?;
+        records.extend(s.records);
+        marker = marker.max(s.marker);
+        bad.extend(s.bad);
+        report.log_bytes += s.log_bytes;
+        report.segment_files.push(s.info);
     }
     let process_max = records.iter().filter(|r| !r.marked).map(|r| r.ts).max().unwrap_or(0);
     // Records at or below C are in the heap files; a checkpoint may have deleted the segment
     // holding the newest marker, so C counts as a marker too.
     let marker = marker.max(checkpoint);
     let d = marker.max(process_max);
-    for (si, offset, ts_field, reason, followed) in bad {
-        let seg = &segs[si];
-        let below_marker = seg.header.marked && ts_field <= marker;
-        if followed || below_marker {
+    for b in bad {
+        let seg = &segs[b.seg];
+        let below_marker = seg.header.marked && b.ts_field <= marker;
+        if b.followed || below_marker {
             return Err(DurableError::BadFile {
                 path: seg.path.clone(),
-                offset: offset as u64,
-                reason: format!("bad record at or below the durable marker {marker}: {reason}"),
+                offset: b.offset as u64,
+                reason: format!("bad record at or below the durable marker {marker}: {}", b.reason),
             });
         }
         report.torn.push(TornTail {
             path: seg.path.clone(),
-            offset: offset as u64,
-            reason: reason.to_string(),
+            offset: b.offset as u64,
+            reason: b.reason.to_string(),
         });
     }
-    records.sort_by_key(|r| r.ts);
     report.records = records.len() as u64;
     report.marker_ts = d;
     for r in &records {
@@ -281,22 +296,88 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
     }
     // An interrupted checkpoint may have left heap images up to H.
     report.recovered_ts = d.max(ckpt.heap_max_ts);
-    Ok(Scan { manifest, segs, records, report, started })
+    Ok(Scan { manifest, segs, records, report, started, threads })
+}
+
+/// Checks every chunk of one segment: its records, its markers, its bad records.
+fn scan_segment(manifest: &Manifest, si: usize, seg: &Seg) -> Result<SegScan, DurableError> {
+    let cb = seg.header.chunk_bytes as usize;
+    let bytes = seg.bytes.bytes();
+    let mut out = SegScan {
+        info: SegmentInfo {
+            path: seg.path.clone(),
+            seq: seg.header.seq,
+            marked: seg.header.marked,
+            chunks_used: 0,
+            chunks: seg.header.chunks,
+            records: 0,
+            markers: 0,
+        },
+        records: Vec::new(),
+        marker: 0,
+        bad: Vec::new(),
+        log_bytes: 0,
+    };
+    for c in 0..seg.header.chunks as usize {
+        let start = SEGMENT_HEADER_BYTES as usize + c * cb;
+        let chunk = &bytes[start..start + cb];
+        if chunk[..8] != [0u8; 8] {
+            out.info.chunks_used += 1;
+        }
+        let mut pos = 0;
+        while pos < cb {
+            match format::view_record(&chunk[pos..]) {
+                Ok(r) => {
+                    if r.kind == KIND_MARKER {
+                        out.info.markers += 1;
+                        if seg.header.marked {
+                            out.marker = out.marker.max(r.ts);
+                        }
+                    } else {
+                        debug_assert_eq!(r.kind, KIND_TX);
+                        check_entries(manifest, &seg.path, (start + pos) as u64, &r)?;
+                        out.info.records += 1;
+                        out.records.push(Found {
+                            ts: r.ts,
+                            offset: start + pos,
+                            seg: si as u32,
+                            marked: seg.header.marked,
+                        });
+                        out.log_bytes += r.len_bytes() as u64;
+                    }
+                    pos += r.len_bytes();
+                }
+                Err(NotRecord::End) => break,
+                Err(NotRecord::Bad { ts_field, reason }) => {
+                    let followed = valid_after(&chunk[pos..]);
+                    out.bad.push(BadRecord {
+                        seg: si,
+                        offset: start + pos,
+                        ts_field,
+                        reason,
+                        followed,
+                    });
+                    break;
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Whether some valid record starts at an 8-byte boundary after the first 24 bytes of `b`.
 fn valid_after(b: &[u8]) -> bool {
-    (24..b.len()).step_by(8).any(|at| format::decode_record(&b[at..]).is_ok())
+    (24..b.len()).step_by(8).any(|at| format::view_record(&b[at..]).is_ok())
 }
 
 fn check_entries(
     m: &Manifest,
     path: &Path,
     offset: u64,
-    r: &format::RecordRef<'_>,
+    r: &format::RecordView<'_>,
 ) -> Result<(), DurableError> {
-    for (addr, image) in &r.entries {
-        let a = Addr::from_raw(*addr);
+    for (addr, image) in r.entries() {
+        let a = Addr::from_raw(addr);
         if a.region() as u64 >= m.regions || a.offset() + image.len() as u64 > m.region_bytes {
             return Err(DurableError::BadFile {
                 path: path.to_path_buf(),
@@ -308,6 +389,15 @@ fn check_entries(
     Ok(())
 }
 
+/// The replay thread (of `parts`) that owns `addr`: interleaved 64 KiB address ranges.
+#[inline]
+fn part_of(addr: u64, parts: usize) -> usize {
+    ((addr >> 16) % parts as u64) as usize
+}
+
+/// Bytes gathered before one coalesced `pwrite`.
+const WRITE_BATCH_BYTES: usize = 1 << 20;
+
 /// Replays a scan into the heap files, persists the checkpoint and deletes the segments.
 /// Returns the report and the first unused segment number.
 pub(crate) fn apply(
@@ -315,55 +405,60 @@ pub(crate) fn apply(
     dir: &Path,
     scan: Scan,
 ) -> Result<(RecoveryReport, u64), DurableError> {
-    let Scan { manifest, segs, records, mut report, started, .. } = scan;
+    let Scan { segs, records, mut report, started, threads, .. } = scan;
     let checkpoint = report.checkpoint_ts;
     let marker = report.marker_ts;
     let next_seq = segs.last().map_or(0, |s| s.header.seq + 1);
-    // Backward filtering: newest image per address, newest record first.
-    let mut newest: HashMap<u64, &[u8]> = HashMap::new();
-    for r in records.iter().rev() {
-        let eligible = if r.marked { r.ts <= marker } else { true };
-        if !eligible || r.ts <= checkpoint {
-            continue;
-        }
-        let seg = &segs[r.seg];
-        let rec =
-            format::decode_record(&seg.bytes[r.offset..]).map_err(|_| DurableError::BadFile {
-                path: seg.path.clone(),
-                offset: r.offset as u64,
-                reason: "record changed between scan and replay".into(),
-            })?;
-        for (addr, image) in rec.entries {
-            newest.entry(addr).or_insert(image);
-        }
-    }
-    let mut images: Vec<(u64, &[u8])> = newest.into_iter().collect();
-    images.sort_unstable_by_key(|(a, _)| *a);
-    report.images_written = images.len() as u64;
-    if !images.is_empty() {
-        let mut files = HashMap::new();
-        for (addr, image) in &images {
-            let a = Addr::from_raw(*addr);
-            let f = match files.entry(a.region()) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let path = format::region_file(dir, a.region());
-                    let f = storage.open(&path, true).map_err(io("open", &path))?;
-                    e.insert((path, f))
+    let eligible: Vec<Found> = records
+        .into_iter()
+        .filter(|r| (!r.marked || r.ts <= marker) && r.ts > checkpoint)
+        .collect();
+    // Backward filtering, one address range set per thread: the newest image per address.
+    let parts = threads.max(1);
+    let images: Vec<Vec<(u64, &[u8])>> = parallel_map(parts, parts, |p| {
+        let mut newest: FxHashMap<u64, (u64, &[u8])> = FxHashMap::default();
+        for r in &eligible {
+            let rec = format::view_checked_record(&segs[r.seg as usize].bytes.bytes()[r.offset..]);
+            for (addr, image) in rec.entries() {
+                if part_of(addr, parts) != p {
+                    continue;
                 }
-            };
-            f.1.write_at(image, a.offset()).map_err(io("write", &f.0))?;
+                let e = newest.entry(addr).or_insert((0, image));
+                // `>=`: within one record the later entry wins, as if applied in order.
+                if r.ts >= e.0 {
+                    *e = (r.ts, image);
+                }
+            }
         }
-        for (path, f) in files.values() {
-            f.sync_data().map_err(io("fdatasync", path))?;
-        }
+        let mut mine: Vec<(u64, &[u8])> = newest.into_iter().map(|(a, (_, i))| (a, i)).collect();
+        mine.sort_unstable_by_key(|(a, _)| *a);
+        mine
+    });
+    report.images_written = images.iter().map(|v| v.len() as u64).sum();
+    let mut regions: Vec<u16> =
+        images.iter().flatten().map(|(a, _)| Addr::from_raw(*a).region()).collect();
+    regions.sort_unstable();
+    regions.dedup();
+    let mut files = FxHashMap::default();
+    for r in regions {
+        let path = format::region_file(dir, r);
+        let f = storage.open(&path, true).map_err(io("open", &path))?;
+        files.insert(r, (path, f));
+    }
+    let written = parallel_map(parts, parts, |p| write_images(&files, &images[p]));
+    written.into_iter().collect::<Result<(), _>>()?;
+    for (path, f) in files.values() {
+        f.sync_data().map_err(io("fdatasync", path))?;
     }
     if marker > checkpoint {
         let c = format::Checkpoint { ts: marker, heap_max_ts: report.recovered_ts };
         format::write_checkpoint(storage, dir, c)?;
     }
-    for s in &segs {
-        storage.remove(&s.path).map_err(io("remove", &s.path))?;
+    let paths: Vec<PathBuf> = segs.iter().map(|s| s.path.clone()).collect();
+    // Unmap before deleting (see `segmap`).
+    drop(segs);
+    for path in &paths {
+        storage.remove(path).map_err(io("remove", path))?;
     }
     // Leftovers of segment or metadata files a crash interrupted before their rename.
     let mut leftovers = 0;
@@ -374,10 +469,39 @@ pub(crate) fn apply(
             leftovers += 1;
         }
     }
-    if !segs.is_empty() || leftovers > 0 {
+    if !paths.is_empty() || leftovers > 0 {
         storage.sync_dir(dir).map_err(io("fsync directory", dir))?;
     }
-    let _ = manifest;
     report.duration_ns = started.elapsed().as_nanos() as u64;
     Ok((report, next_seq))
+}
+
+/// Writes images sorted by address, adjacent ones of a region coalesced into one `pwrite`.
+fn write_images(
+    files: &FxHashMap<u16, (PathBuf, Arc<dyn StorageFile>)>,
+    images: &[(u64, &[u8])],
+) -> Result<(), DurableError> {
+    let mut buf: Vec<u8> = Vec::new();
+    // The run in `buf`: its region and start offset.
+    let mut run: Option<(u16, u64)> = None;
+    let flush = |run: Option<(u16, u64)>, buf: &mut Vec<u8>| -> Result<(), DurableError> {
+        if let Some((region, offset)) = run {
+            if let Some((path, f)) = files.get(&region) {
+                f.write_at(buf, offset).map_err(io("write", path))?;
+            }
+        }
+        buf.clear();
+        Ok(())
+    };
+    for (addr, image) in images {
+        let a = Addr::from_raw(*addr);
+        let joins =
+            matches!(run, Some((r, o)) if r == a.region() && o + buf.len() as u64 == a.offset());
+        if !joins || buf.len() >= WRITE_BATCH_BYTES {
+            flush(run, &mut buf)?;
+            run = Some((a.region(), a.offset()));
+        }
+        buf.extend_from_slice(image);
+    }
+    flush(run, &mut buf)
 }
