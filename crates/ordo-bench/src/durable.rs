@@ -123,6 +123,8 @@ pub struct RecoverySpeed {
     pub recover_mb_per_s: f64,
     /// Records recovered per second.
     pub records_per_s: f64,
+    /// The open's recovery report: phase times (scan, filter, write, sync, cleanup) in ns.
+    pub phases_ns: [u64; 5],
 }
 
 /// Scans, then opens (recovers) the database in `dir` and times both.
@@ -149,6 +151,13 @@ pub fn recovery_speed<C: Clock>(
         scan_mb_per_s: scan.log_bytes as f64 / 1e6 / scan_s.max(1e-9),
         recover_mb_per_s: mb / recover_s.max(1e-9),
         records_per_s: report.records as f64 / recover_s.max(1e-9),
+        phases_ns: [
+            report.scan_ns,
+            report.filter_ns,
+            report.write_ns,
+            report.sync_ns,
+            report.cleanup_ns,
+        ],
     })
 }
 

@@ -82,14 +82,19 @@ pub(crate) fn run_recovery(args: &RecoveryArgs) -> Result<(), CliError> {
             );
         } else {
             println!(
-                "rep {rep}: {} records, {:.1} MB of log: scan {:.3} s = {:.0} MB/s; open {:.3} s = {:.0} MB/s, {:.0} records/s",
+                "rep {rep}: {} records, {:.1} MB of log: scan {:.3} s = {:.0} MB/s; open {:.3} s = {:.0} MB/s, {:.0} records/s; open phases ms: scan {:.0} filter {:.0} write {:.0} sync {:.0} cleanup {:.0}",
                 r.records,
                 r.log_bytes as f64 / 1e6,
                 r.scan_s,
                 r.scan_mb_per_s,
                 r.recover_s,
                 r.recover_mb_per_s,
-                r.records_per_s
+                r.records_per_s,
+                r.phases_ns[0] as f64 / 1e6,
+                r.phases_ns[1] as f64 / 1e6,
+                r.phases_ns[2] as f64 / 1e6,
+                r.phases_ns[3] as f64 / 1e6,
+                r.phases_ns[4] as f64 / 1e6,
             );
         }
     }
