@@ -110,3 +110,47 @@ fn checkpoint_reads_only_what_it_has_not_replayed() {
     drop(db);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A checkpoint that fails writing the heap files must not move the replay offsets: the next
+/// checkpoint replays those records again before it deletes their segments.
+#[test]
+fn failed_checkpoint_keeps_its_records_for_the_next_one() {
+    use ordo::durable::io::{FaultOp, FaultRule, FaultStorage};
+    use std::sync::Arc;
+    let dir = temp_dir("failed-ckpt");
+    let fs = FaultStorage::new();
+    let db = open(config(&dir, Mode::Process, Some(Arc::new(fs.clone())))).unwrap();
+    let objs: Vec<Addr> =
+        db.run(|tx| (0..40u64).map(|i| tx.alloc(&i)).collect::<Result<_, Error>>()).unwrap();
+    // 6000 records: more than one 4-chunk segment of 64 KiB chunks.
+    for _ in 0..150 {
+        for a in &objs {
+            db.run(|tx| {
+                let v: u64 = tx.read(*a)?;
+                tx.write(*a, &(v + 1))
+            })
+            .unwrap();
+        }
+    }
+    fs.inject(FaultRule {
+        op: FaultOp::Write,
+        name_contains: "region".into(),
+        skip: 0,
+        times: u32::MAX,
+        errno: libc::EIO,
+    });
+    assert!(db.checkpoint().is_err(), "the heap write fault did not fail the checkpoint");
+    fs.clear_rules();
+    let r = db.checkpoint().unwrap().unwrap();
+    assert!(r.segments_deleted >= 1, "{r:?}");
+    assert!(r.records >= 6000, "the second checkpoint skipped records: {r:?}");
+    drop(db);
+    let db = open(config(&dir, Mode::Process, None)).unwrap();
+    let values: Vec<u64> =
+        db.run(|tx| objs.iter().map(|a| tx.read::<u64>(*a)).collect::<Result<_, Error>>()).unwrap();
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(*v, i as u64 + 150, "object {i}");
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+}
