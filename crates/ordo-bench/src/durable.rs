@@ -123,6 +123,10 @@ pub struct RecoverySpeed {
     pub recover_mb_per_s: f64,
     /// Records recovered per second.
     pub records_per_s: f64,
+    /// CPU seconds (all threads, user + system) of the scan; `None` without `/proc/self/stat`.
+    pub scan_cpu_s: Option<f64>,
+    /// CPU seconds of the open; barely changes when other processes compete for the cores.
+    pub recover_cpu_s: Option<f64>,
     /// The open's recovery report: phase times (scan, filter, write, sync, cleanup) in ns.
     pub phases_ns: [u64; 5],
 }
@@ -133,13 +137,17 @@ pub fn recovery_speed<C: Clock>(
     mode: Mode,
     make_clock: impl FnOnce(Timestamp) -> C,
 ) -> Result<RecoverySpeed, BenchError> {
+    let cpu = crate::tpcc::process_cpu_s;
+    let c0 = cpu();
     let t0 = Instant::now();
     let scan = ordo::durable::inspect(&ordo::durable::io::RealStorage, dir)
         .map_err(|e| BenchError::Engine(e.into()))?;
     let scan_s = t0.elapsed().as_secs_f64();
+    let c1 = cpu();
     let t1 = Instant::now();
     let db = Ordo::open_durable(config(dir, Some(mode), false), make_clock)?;
     let recover_s = t1.elapsed().as_secs_f64();
+    let c2 = cpu();
     let report = db.recovery_report().cloned().unwrap_or_default();
     drop(db);
     let mb = report.log_bytes as f64 / 1e6;
@@ -151,6 +159,8 @@ pub fn recovery_speed<C: Clock>(
         scan_mb_per_s: scan.log_bytes as f64 / 1e6 / scan_s.max(1e-9),
         recover_mb_per_s: mb / recover_s.max(1e-9),
         records_per_s: report.records as f64 / recover_s.max(1e-9),
+        scan_cpu_s: c0.zip(c1).map(|(a, b)| b - a),
+        recover_cpu_s: c1.zip(c2).map(|(a, b)| b - a),
         phases_ns: [
             report.scan_ns,
             report.filter_ns,

@@ -82,7 +82,7 @@ pub(crate) fn run_recovery(args: &RecoveryArgs) -> Result<(), CliError> {
             );
         } else {
             println!(
-                "rep {rep}: {} records, {:.1} MB of log: scan {:.3} s = {:.0} MB/s; open {:.3} s = {:.0} MB/s, {:.0} records/s; open phases ms: scan {:.0} filter {:.0} write {:.0} sync {:.0} cleanup {:.0}",
+                "rep {rep}: {} records, {:.1} MB of log: scan {:.3} s = {:.0} MB/s; open {:.3} s = {:.0} MB/s, {:.0} records/s; CPU s: scan {:.2} open {:.2}; open phases ms: scan {:.0} filter {:.0} write {:.0} sync {:.0} cleanup {:.0}",
                 r.records,
                 r.log_bytes as f64 / 1e6,
                 r.scan_s,
@@ -90,6 +90,8 @@ pub(crate) fn run_recovery(args: &RecoveryArgs) -> Result<(), CliError> {
                 r.recover_s,
                 r.recover_mb_per_s,
                 r.records_per_s,
+                r.scan_cpu_s.unwrap_or(f64::NAN),
+                r.recover_cpu_s.unwrap_or(f64::NAN),
                 r.phases_ns[0] as f64 / 1e6,
                 r.phases_ns[1] as f64 / 1e6,
                 r.phases_ns[2] as f64 / 1e6,

@@ -578,32 +578,53 @@ pub(crate) fn apply(
     Ok((report, next_seq))
 }
 
-/// Writes images sorted by address, adjacent ones of a region coalesced into one `pwrite`.
+/// Bytes of heap file between two images up to which they are written with one `pwrite`.
+const WRITE_GAP_MAX_BYTES: u64 = 4096;
+
+/// Writes images sorted by address. Images of a region closer than [`WRITE_GAP_MAX_BYTES`]
+/// go out in one `pwrite` of up to [`WRITE_BATCH_BYTES`]: the span is read from the file first,
+/// so the gaps are written back unchanged (no one else writes a heap file meanwhile: recovery
+/// runs before the heap is mapped, and checkpoints run one at a time).
 pub(crate) fn write_images(
     files: &FxHashMap<u16, (PathBuf, Arc<dyn StorageFile>)>,
     images: &[(u64, &[u8])],
 ) -> Result<(), DurableError> {
     let mut buf: Vec<u8> = Vec::new();
-    // The run in `buf`: its region and start offset.
-    let mut run: Option<(u16, u64)> = None;
-    let flush = |run: Option<(u16, u64)>, buf: &mut Vec<u8>| -> Result<(), DurableError> {
-        if let Some((region, offset)) = run {
-            if let Some((path, f)) = files.get(&region) {
-                f.write_at(buf, offset).map_err(io("write", path))?;
+    let mut i = 0;
+    while i < images.len() {
+        let first = Addr::from_raw(images[i].0);
+        let (region, start) = (first.region(), first.offset());
+        let mut end = start + images[i].1.len() as u64;
+        let mut payload = images[i].1.len();
+        let mut j = i + 1;
+        while let Some((addr, image)) = images.get(j) {
+            let a = Addr::from_raw(*addr);
+            let e = a.offset() + image.len() as u64;
+            if a.region() != region
+                || a.offset() > end + WRITE_GAP_MAX_BYTES
+                || e - start > WRITE_BATCH_BYTES as u64
+            {
+                break;
             }
+            end = end.max(e);
+            payload += image.len();
+            j += 1;
         }
+        let Some((path, f)) = files.get(&region) else {
+            i = j;
+            continue;
+        };
         buf.clear();
-        Ok(())
-    };
-    for (addr, image) in images {
-        let a = Addr::from_raw(*addr);
-        let joins =
-            matches!(run, Some((r, o)) if r == a.region() && o + buf.len() as u64 == a.offset());
-        if !joins || buf.len() >= WRITE_BATCH_BYTES {
-            flush(run, &mut buf)?;
-            run = Some((a.region(), a.offset()));
+        buf.resize((end - start) as usize, 0);
+        if payload < buf.len() {
+            f.read_at(&mut buf, start).map_err(io("read", path))?;
         }
-        buf.extend_from_slice(image);
+        for (addr, image) in &images[i..j] {
+            let at = (Addr::from_raw(*addr).offset() - start) as usize;
+            buf[at..at + image.len()].copy_from_slice(image);
+        }
+        f.write_at(&buf, start).map_err(io("write", path))?;
+        i = j;
     }
-    flush(run, &mut buf)
+    Ok(())
 }
