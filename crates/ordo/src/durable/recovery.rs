@@ -138,33 +138,8 @@ struct BadRecord {
     followed: bool,
 }
 
-/// Where an image lies: its record's timestamp, its segment, offset and length.
-#[derive(Clone, Copy)]
-struct Image {
-    ts: u64,
-    offset: u64,
-    seg: u32,
-    len: u32,
-}
-
-/// The newest image per address.
-type Newest = FxHashMap<u64, Image>;
-
-/// Keeps `image` for `addr` unless a newer one is kept; `>=`: within one record the later
-/// entry wins, as if the records were applied in timestamp order.
-#[inline]
-fn keep_newest(newest: &mut Newest, addr: u64, image: Image) {
-    let e = newest.entry(addr).or_insert(image);
-    if image.ts >= e.ts {
-        *e = image;
-    }
-}
-
 /// What the scan of one segment found.
 struct SegScan {
-    /// Fused backward filtering: the newest image per address among this segment's records
-    /// above C (only when every segment is in process mode, where every record counts).
-    newest: Option<Newest>,
     info: SegmentInfo,
     records: Vec<Found>,
     marker: u64,
@@ -180,8 +155,6 @@ pub(crate) struct Scan {
     report: RecoveryReport,
     started: Instant,
     threads: usize,
-    /// Per segment, the fused filter's newest images (see [`SegScan::newest`]).
-    fused: Option<Vec<Newest>>,
 }
 
 impl Scan {
@@ -281,13 +254,7 @@ pub(crate) fn scan(
         segs.push(Seg { path, header, bytes });
     }
 
-    // In process mode every record counts, so the newest image per address can be kept while
-    // each record is checked (it is in the cache then); with markers, which records count is
-    // known only after every segment was scanned, and `apply` filters in a second pass.
-    let fuse = segs.iter().all(|s| !s.header.marked).then_some(checkpoint);
-    let scans =
-        parallel_map(segs.len(), threads, |si| scan_segment(&manifest, si, &segs[si], fuse));
-    let mut fused = fuse.map(|_| Vec::new());
+    let scans = parallel_map(segs.len(), threads, |si| scan_segment(&manifest, si, &segs[si]));
     let mut records = Vec::new();
     let mut marker = 0u64;
     let mut bad = Vec::new();
@@ -300,9 +267,6 @@ pub(crate) fn scan(
     };
     for s in scans {
         let s = s?;
-        if let (Some(f), Some(n)) = (fused.as_mut(), s.newest) {
-            f.push(n);
-        }
         records.extend(s.records);
         marker = marker.max(s.marker);
         bad.extend(s.bad);
@@ -343,21 +307,14 @@ pub(crate) fn scan(
     // An interrupted checkpoint may have left heap images up to H.
     report.recovered_ts = d.max(ckpt.heap_max_ts);
     report.scan_ns = started.elapsed().as_nanos() as u64;
-    Ok(Scan { manifest, segs, records, report, started, threads, fused })
+    Ok(Scan { manifest, segs, records, report, started, threads })
 }
 
 /// Checks every chunk of one segment: its records, its markers, its bad records.
-/// `fuse = Some(C)`: also keep the newest image per address among the records above C.
-fn scan_segment(
-    manifest: &Manifest,
-    si: usize,
-    seg: &Seg,
-    fuse: Option<u64>,
-) -> Result<SegScan, DurableError> {
+fn scan_segment(manifest: &Manifest, si: usize, seg: &Seg) -> Result<SegScan, DurableError> {
     let cb = seg.header.chunk_bytes as usize;
     let bytes = seg.bytes.bytes();
     let mut out = SegScan {
-        newest: fuse.map(|_| Newest::default()),
         info: SegmentInfo {
             path: seg.path.clone(),
             seq: seg.header.seq,
@@ -398,20 +355,6 @@ fn scan_segment(
                             marked: seg.header.marked,
                         });
                         out.log_bytes += r.len_bytes() as u64;
-                        if let (Some(c), Some(newest)) = (fuse, out.newest.as_mut()) {
-                            if r.ts > c {
-                                for (addr, image) in r.entries() {
-                                    let offset = image.as_ptr() as usize - bytes.as_ptr() as usize;
-                                    let image = Image {
-                                        ts: r.ts,
-                                        offset: offset as u64,
-                                        seg: si as u32,
-                                        len: image.len() as u32,
-                                    };
-                                    keep_newest(newest, addr, image);
-                                }
-                            }
-                        }
                     }
                     pos += r.len_bytes();
                 }
@@ -473,59 +416,33 @@ pub(crate) fn apply(
     dir: &Path,
     scan: Scan,
 ) -> Result<(RecoveryReport, u64), DurableError> {
-    let Scan { segs, records, mut report, started, threads, fused, .. } = scan;
+    let Scan { segs, records, mut report, started, threads, .. } = scan;
     let checkpoint = report.checkpoint_ts;
     let marker = report.marker_ts;
     let next_seq = segs.last().map_or(0, |s| s.header.seq + 1);
     let phase = Instant::now();
+    let eligible: Vec<Found> = records
+        .into_iter()
+        .filter(|r| (!r.marked || r.ts <= marker) && r.ts > checkpoint)
+        .collect();
     // Backward filtering, one address range set per thread: the newest image per address.
     let parts = threads.max(1);
-    let newest_of_part = |p: usize| -> Newest {
-        let mut newest = Newest::default();
-        match &fused {
-            // The scan kept each segment's newest images: merge them.
-            Some(per_seg) => {
-                for m in per_seg {
-                    for (addr, image) in m {
-                        if part_of(*addr, parts) == p {
-                            keep_newest(&mut newest, *addr, *image);
-                        }
-                    }
+    let images: Vec<Vec<(u64, &[u8])>> = parallel_map(parts, parts, |p| {
+        let mut newest: FxHashMap<u64, (u64, &[u8])> = FxHashMap::default();
+        for r in &eligible {
+            let rec = format::view_checked_record(&segs[r.seg as usize].bytes.bytes()[r.offset..]);
+            for (addr, image) in rec.entries() {
+                if part_of(addr, parts) != p {
+                    continue;
                 }
-            }
-            // Markers decide which records count: a second pass over those that do.
-            None => {
-                for r in
-                    records.iter().filter(|r| (!r.marked || r.ts <= marker) && r.ts > checkpoint)
-                {
-                    let bytes = segs[r.seg as usize].bytes.bytes();
-                    let rec = format::view_checked_record(&bytes[r.offset..]);
-                    for (addr, image) in rec.entries() {
-                        if part_of(addr, parts) == p {
-                            let offset = image.as_ptr() as usize - bytes.as_ptr() as usize;
-                            let image = Image {
-                                ts: r.ts,
-                                offset: offset as u64,
-                                seg: r.seg,
-                                len: image.len() as u32,
-                            };
-                            keep_newest(&mut newest, addr, image);
-                        }
-                    }
+                let e = newest.entry(addr).or_insert((0, image));
+                // `>=`: within one record the later entry wins, as if applied in order.
+                if r.ts >= e.0 {
+                    *e = (r.ts, image);
                 }
             }
         }
-        newest
-    };
-    let images: Vec<Vec<(u64, &[u8])>> = parallel_map(parts, parts, |p| {
-        let mut mine: Vec<(u64, &[u8])> = newest_of_part(p)
-            .into_iter()
-            .filter_map(|(a, i)| {
-                let bytes = segs[i.seg as usize].bytes.bytes();
-                let at = i.offset as usize;
-                bytes.get(at..at + i.len as usize).map(|image| (a, image))
-            })
-            .collect();
+        let mut mine: Vec<(u64, &[u8])> = newest.into_iter().map(|(a, (_, i))| (a, i)).collect();
         mine.sort_unstable_by_key(|(a, _)| *a);
         mine
     });
