@@ -19,8 +19,8 @@
 //! **backward filtered**: images are absolute, so only the newest image of each address
 //! matters (the largest `wts`; within one record the later entry); it is written once. The
 //! address space is split into interleaved 64 KiB ranges, one set per replay thread: each
-//! thread keeps the newest image of its own addresses and writes them in address order,
-//! adjacent images coalesced into one `pwrite`. Then the heap files are synced, C := D is
+//! thread keeps the newest image of its own addresses and writes them in address order, the
+//! images of a dense span in one `pwrite` (the gaps read back from the file). Then the heap files are synced, C := D is
 //! persisted, and the segments are deleted. Each step is idempotent, so a crash during `apply` is recovered by
 //! running it again. Every check happens in `scan`, before the first write: a directory that
 //! fails to open is left as it was.
