@@ -332,7 +332,7 @@ pub(crate) fn open(
     }
     let scan = match scanned {
         Some(scan) => scan,
-        None => recovery::scan(&*storage, dir, config.replay_threads).map_err(wrap)?,
+        None => recovery::scan(&*storage, dir, config.replay_threads, true).map_err(wrap)?,
     };
     if scan.manifest.region_bytes != region_bytes as u64 {
         return Err(wrap(DurableError::RegionSize {
@@ -379,14 +379,16 @@ pub(crate) fn open(
 /// `ordo inspect`).
 pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok(prescan(storage, dir, threads)?.report())
+    Ok(prescan(storage, dir, threads, false)?.report())
 }
 
-/// The scan of `dir` on `threads` threads, or [`DurableError::NoDatabase`].
+/// The scan of `dir` on `threads` threads (`replay`: gathering what replay needs), or
+/// [`DurableError::NoDatabase`].
 pub(crate) fn prescan(
     storage: &dyn Storage,
     dir: &Path,
     threads: usize,
+    replay: bool,
 ) -> Result<recovery::Scan, DurableError> {
     let names = storage.list(dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
@@ -398,7 +400,7 @@ pub(crate) fn prescan(
     if !names.iter().any(|n| n == format::MANIFEST) {
         return Err(DurableError::NoDatabase { dir: dir.to_path_buf() });
     }
-    recovery::scan(storage, dir, threads)
+    recovery::scan(storage, dir, threads, replay)
 }
 
 /// Counters of a durable database's log.

@@ -18,8 +18,10 @@
 //! `apply` then replays the records with `C < wts <= D` into the heap files. Replay is
 //! **backward filtered**: images are absolute, so only the newest image of each address
 //! matters (the largest `wts`; within one record the later entry); it is written once. The
-//! address space is split into interleaved 64 KiB ranges, one set per replay thread: each
-//! thread keeps the newest image of its own addresses and writes them in address order, the
+//! address space is split into interleaved 64 KiB ranges, one set per replay thread. While it
+//! checks a record, the scan files each entry (address, timestamp, where its image lies) under
+//! the thread owning the address, so replay does not read the log again; once the marker is
+//! known, each thread keeps the newest image of its own addresses among the records that count and writes them in address order, the
 //! images of a dense span in one `pwrite` (the gaps read back from the file). Then the heap files are synced, C := D is
 //! persisted, and the segments are deleted. Each step is idempotent, so a crash during `apply` is recovered by
 //! running it again. Every check happens in `scan`, before the first write: a directory that
@@ -123,8 +125,6 @@ struct Seg {
 #[derive(Clone, Copy)]
 struct Found {
     ts: u64,
-    offset: usize,
-    seg: u32,
     marked: bool,
 }
 
@@ -138,8 +138,30 @@ struct BadRecord {
     followed: bool,
 }
 
+/// An entry of a valid transaction record, as the scan found it: replay filters these without
+/// reading the log again.
+#[derive(Clone, Copy)]
+struct Span {
+    addr: u64,
+    ts: u64,
+    /// The image's offset in its segment.
+    offset: u64,
+    len: u32,
+}
+
+/// Where the newest image of an address lies.
+#[derive(Clone, Copy)]
+struct Image {
+    ts: u64,
+    offset: u64,
+    seg: u32,
+    len: u32,
+}
+
 /// What the scan of one segment found.
 struct SegScan {
+    /// Per replay thread, the entries of its addresses (when gathered for replay).
+    spans: Vec<Vec<Span>>,
     info: SegmentInfo,
     records: Vec<Found>,
     marker: u64,
@@ -151,10 +173,10 @@ struct SegScan {
 pub(crate) struct Scan {
     pub(crate) manifest: Manifest,
     segs: Vec<Seg>,
-    records: Vec<Found>,
     report: RecoveryReport,
     started: Instant,
-    threads: usize,
+    /// Per segment, per replay thread, the entries of its records ([`SegScan::spans`]).
+    spans: Vec<Vec<Vec<Span>>>,
 }
 
 impl Scan {
@@ -206,10 +228,12 @@ fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync
 
 /// Reads and checks a directory on up to `threads` threads; changes nothing. See the module
 /// docs.
+/// `replay`: also gather every entry for [`apply`], split by replay thread.
 pub(crate) fn scan(
     storage: &dyn Storage,
     dir: &Path,
     threads: usize,
+    replay: bool,
 ) -> Result<Scan, DurableError> {
     let started = Instant::now();
     let manifest = Manifest::read(storage, dir)?;
@@ -254,7 +278,10 @@ pub(crate) fn scan(
         segs.push(Seg { path, header, bytes });
     }
 
-    let scans = parallel_map(segs.len(), threads, |si| scan_segment(&manifest, si, &segs[si]));
+    let parts = if replay { threads.max(1) } else { 0 };
+    let scans =
+        parallel_map(segs.len(), threads, |si| scan_segment(&manifest, si, &segs[si], parts));
+    let mut spans = Vec::new();
     let mut records = Vec::new();
     let mut marker = 0u64;
     let mut bad = Vec::new();
@@ -267,6 +294,7 @@ pub(crate) fn scan(
     };
     for s in scans {
         let s = s?;
+        spans.push(s.spans);
         records.extend(s.records);
         marker = marker.max(s.marker);
         bad.extend(s.bad);
@@ -307,14 +335,21 @@ pub(crate) fn scan(
     // An interrupted checkpoint may have left heap images up to H.
     report.recovered_ts = d.max(ckpt.heap_max_ts);
     report.scan_ns = started.elapsed().as_nanos() as u64;
-    Ok(Scan { manifest, segs, records, report, started, threads })
+    Ok(Scan { manifest, segs, report, started, spans })
 }
 
 /// Checks every chunk of one segment: its records, its markers, its bad records.
-fn scan_segment(manifest: &Manifest, si: usize, seg: &Seg) -> Result<SegScan, DurableError> {
+/// `parts > 0`: also gather the entries, split among `parts` replay threads.
+fn scan_segment(
+    manifest: &Manifest,
+    si: usize,
+    seg: &Seg,
+    parts: usize,
+) -> Result<SegScan, DurableError> {
     let cb = seg.header.chunk_bytes as usize;
     let bytes = seg.bytes.bytes();
     let mut out = SegScan {
+        spans: (0..parts).map(|_| Vec::new()).collect(),
         info: SegmentInfo {
             path: seg.path.clone(),
             seq: seg.header.seq,
@@ -348,13 +383,19 @@ fn scan_segment(manifest: &Manifest, si: usize, seg: &Seg) -> Result<SegScan, Du
                         debug_assert_eq!(r.kind, KIND_TX);
                         check_entries(manifest, &seg.path, (start + pos) as u64, &r)?;
                         out.info.records += 1;
-                        out.records.push(Found {
-                            ts: r.ts,
-                            offset: start + pos,
-                            seg: si as u32,
-                            marked: seg.header.marked,
-                        });
+                        out.records.push(Found { ts: r.ts, marked: seg.header.marked });
                         out.log_bytes += r.len_bytes() as u64;
+                        if parts > 0 {
+                            for (addr, image) in r.entries() {
+                                let offset = image.as_ptr() as usize - bytes.as_ptr() as usize;
+                                out.spans[part_of(addr, parts)].push(Span {
+                                    addr,
+                                    ts: r.ts,
+                                    offset: offset as u64,
+                                    len: image.len() as u32,
+                                });
+                            }
+                        }
                     }
                     pos += r.len_bytes();
                 }
@@ -416,33 +457,37 @@ pub(crate) fn apply(
     dir: &Path,
     scan: Scan,
 ) -> Result<(RecoveryReport, u64), DurableError> {
-    let Scan { segs, records, mut report, started, threads, .. } = scan;
+    let Scan { segs, mut report, started, spans, .. } = scan;
     let checkpoint = report.checkpoint_ts;
     let marker = report.marker_ts;
     let next_seq = segs.last().map_or(0, |s| s.header.seq + 1);
     let phase = Instant::now();
-    let eligible: Vec<Found> = records
-        .into_iter()
-        .filter(|r| (!r.marked || r.ts <= marker) && r.ts > checkpoint)
-        .collect();
-    // Backward filtering, one address range set per thread: the newest image per address.
-    let parts = threads.max(1);
+    // Backward filtering, one address range set per thread: the newest image per address
+    // among the entries of the records that count (`C < wts`, and `wts <= D` with markers).
+    let parts = spans.first().map_or(1, |s| s.len().max(1));
     let images: Vec<Vec<(u64, &[u8])>> = parallel_map(parts, parts, |p| {
-        let mut newest: FxHashMap<u64, (u64, &[u8])> = FxHashMap::default();
-        for r in &eligible {
-            let rec = format::view_checked_record(&segs[r.seg as usize].bytes.bytes()[r.offset..]);
-            for (addr, image) in rec.entries() {
-                if part_of(addr, parts) != p {
+        let mut newest: FxHashMap<u64, Image> = FxHashMap::default();
+        for (si, seg_spans) in spans.iter().enumerate() {
+            let marked = segs[si].header.marked;
+            for s in seg_spans.get(p).map_or(&[][..], |v| &v[..]) {
+                if s.ts <= checkpoint || (marked && s.ts > marker) {
                     continue;
                 }
-                let e = newest.entry(addr).or_insert((0, image));
+                let image = Image { ts: s.ts, offset: s.offset, seg: si as u32, len: s.len };
+                let e = newest.entry(s.addr).or_insert(image);
                 // `>=`: within one record the later entry wins, as if applied in order.
-                if r.ts >= e.0 {
-                    *e = (r.ts, image);
+                if image.ts >= e.ts {
+                    *e = image;
                 }
             }
         }
-        let mut mine: Vec<(u64, &[u8])> = newest.into_iter().map(|(a, (_, i))| (a, i)).collect();
+        let mut mine: Vec<(u64, &[u8])> = newest
+            .into_iter()
+            .filter_map(|(a, i)| {
+                let at = i.offset as usize;
+                segs[i.seg as usize].bytes.bytes().get(at..at + i.len as usize).map(|b| (a, b))
+            })
+            .collect();
         mine.sort_unstable_by_key(|(a, _)| *a);
         mine
     });
