@@ -21,9 +21,10 @@
 //! address space is split into interleaved 64 KiB ranges, one set per replay thread. While it
 //! checks a record, the scan files each entry (address, timestamp, where its image lies) under
 //! the thread owning the address, so replay does not read the log again; once the marker is
-//! known, each thread keeps the newest image of its own addresses among the records that count and writes them in address order, the
-//! images of a dense span in one `pwrite` (the gaps read back from the file). Then the heap files are synced, C := D is
-//! persisted, and the segments are deleted. Each step is idempotent, so a crash during `apply` is recovered by
+//! known, each thread keeps the newest image of its own addresses among the records that
+//! count and writes them in address order, the images of a dense span in one `pwrite` (the
+//! gaps read back from the file). Then the heap files are synced, C := D is persisted, and the
+//! segments are deleted. Each step is idempotent, so a crash during `apply` is recovered by
 //! running it again. Every check happens in `scan`, before the first write: a directory that
 //! fails to open is left as it was.
 
