@@ -96,7 +96,8 @@ pub struct DurableConfig {
     /// Milliseconds between background checkpoints; 0 runs none (call
     /// [`crate::Ordo::checkpoint`]).
     pub checkpoint_interval_ms: u64,
-    /// Threads replaying a checkpoint's images (disjoint address ranges).
+    /// Threads checking the log segments at open and replaying images at open and in
+    /// checkpoints (disjoint address ranges).
     pub replay_threads: usize,
     /// The most segment files before a commit that needs a new one waits (bounded, counted)
     /// for a checkpoint to delete one; 0 = unbounded.
