@@ -136,6 +136,12 @@ pub struct RecoverySpeed {
     pub recover_mb_per_s: f64,
     /// Records recovered per second.
     pub records_per_s: f64,
+    /// CPU seconds (all threads, user + system) of the scan; `None` without `/proc/self/stat`.
+    pub scan_cpu_s: Option<f64>,
+    /// CPU seconds of the open; barely changes when other processes compete for the cores.
+    pub recover_cpu_s: Option<f64>,
+    /// The open's recovery report: phase times (scan, filter, write, sync, cleanup) in ns.
+    pub phases_ns: [u64; 5],
 }
 
 /// Scans, then opens (recovers) the database in `dir` and times both.
@@ -144,13 +150,17 @@ pub fn recovery_speed<C: Clock>(
     mode: Mode,
     make_clock: impl FnOnce(Timestamp) -> C,
 ) -> Result<RecoverySpeed, BenchError> {
+    let cpu = crate::tpcc::process_cpu_s;
+    let c0 = cpu();
     let t0 = Instant::now();
     let scan = ordo::durable::inspect(&ordo::durable::io::RealStorage, dir)
         .map_err(|e| BenchError::Engine(e.into()))?;
     let scan_s = t0.elapsed().as_secs_f64();
+    let c1 = cpu();
     let t1 = Instant::now();
     let db = Ordo::open_durable(config(dir, Some(mode), Knobs::default()), make_clock)?;
     let recover_s = t1.elapsed().as_secs_f64();
+    let c2 = cpu();
     let report = db.recovery_report().cloned().unwrap_or_default();
     drop(db);
     let mb = report.log_bytes as f64 / 1e6;
@@ -162,6 +172,15 @@ pub fn recovery_speed<C: Clock>(
         scan_mb_per_s: scan.log_bytes as f64 / 1e6 / scan_s.max(1e-9),
         recover_mb_per_s: mb / recover_s.max(1e-9),
         records_per_s: report.records as f64 / recover_s.max(1e-9),
+        scan_cpu_s: c0.zip(c1).map(|(a, b)| b - a),
+        recover_cpu_s: c1.zip(c2).map(|(a, b)| b - a),
+        phases_ns: [
+            report.scan_ns,
+            report.filter_ns,
+            report.write_ns,
+            report.sync_ns,
+            report.cleanup_ns,
+        ],
     })
 }
 
@@ -202,4 +221,119 @@ pub fn raw_fsync_rate(
     drop(f);
     let _ = std::fs::remove_file(&path);
     Ok(rate)
+}
+
+/// What [`generate_log`] wrote.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct GeneratedLog {
+    /// Transactions committed after the objects were allocated.
+    pub transactions: u64,
+    /// Bytes of log records written (all of them, allocation included).
+    pub log_bytes: u64,
+    /// Seconds the generation took.
+    pub seconds: f64,
+}
+
+/// Fills the fresh directory `dir` with a process-mode durable database of `objects` objects of
+/// `object_bytes` bytes and then commits transactions writing `writes_per_tx` random objects
+/// each, on `threads` threads, until about `log_bytes` of log were written. No checkpointer
+/// runs and the log is unbounded, so recovery must replay all of it.
+pub fn generate_log(
+    dir: &Path,
+    log_bytes: u64,
+    objects: usize,
+    object_bytes: usize,
+    writes_per_tx: usize,
+    threads: usize,
+) -> Result<GeneratedLog, BenchError> {
+    use rand::{Rng, SeedableRng};
+    if threads == 0 {
+        return Err(BenchError::ZeroThreads);
+    }
+    if objects == 0 || object_bytes == 0 || writes_per_tx == 0 {
+        return Err(BenchError::OutOfRange {
+            name: "objects, object bytes, writes per transaction",
+            value: format!("{objects}, {object_bytes}, {writes_per_tx}"),
+            expected: "each at least 1",
+        });
+    }
+    let started = Instant::now();
+    let config = Config {
+        threads_max: threads.max(1) + 1,
+        durability: Some(DurableConfig {
+            chunks_per_segment: 64,
+            checkpoint_interval_ms: 0,
+            log_segments_max: 0,
+            ..DurableConfig::new(dir, Mode::Process)
+        }),
+        ..Config::default()
+    };
+    let db = Ordo::open_durable(config, ordo_clock::LogicalClock::starting_at)?;
+    let payload = vec![0x5Au8; object_bytes];
+    let mut addrs = Vec::with_capacity(objects);
+    for batch in (0..objects).collect::<Vec<_>>().chunks(256) {
+        let a: Vec<ordo::Addr> = db.run(|tx| {
+            batch.iter().map(|_| tx.alloc_bytes(&payload)).collect::<Result<_, ordo::Error>>()
+        })?;
+        addrs.extend(a);
+    }
+    let bytes_of = |db: &Ordo<ordo_clock::LogicalClock>| db.durable_stats().map_or(0, |s| s.bytes);
+    let transactions = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| -> Result<(), BenchError> {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (db, addrs, transactions) = (&db, &addrs, &transactions);
+                s.spawn(move || -> Result<(), BenchError> {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5EED + t as u64);
+                    let mut value = vec![0u8; object_bytes];
+                    let mut n = 0u64;
+                    loop {
+                        if n % 1024 == 0 && bytes_of(db) >= log_bytes {
+                            break;
+                        }
+                        let picks: Vec<ordo::Addr> = (0..writes_per_tx)
+                            .map(|_| addrs[rng.random_range(0..addrs.len())])
+                            .collect();
+                        value[..8.min(object_bytes)]
+                            .copy_from_slice(&n.to_le_bytes()[..8.min(object_bytes)]);
+                        db.run(|tx| {
+                            for a in &picks {
+                                tx.write_bytes(*a, &value)?;
+                            }
+                            Ok::<_, ordo::Error>(())
+                        })?;
+                        n += 1;
+                    }
+                    transactions.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().map_err(|_| BenchError::ZeroThreads)??;
+        }
+        Ok(())
+    })?;
+    let log_bytes = bytes_of(&db);
+    drop(db);
+    Ok(GeneratedLog {
+        transactions: transactions.into_inner(),
+        log_bytes,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Copies the files of `from` (a closed database directory) into the fresh directory `to`.
+pub fn copy_dir(from: &Path, to: &Path) -> Result<(), BenchError> {
+    let _ = std::fs::remove_dir_all(to);
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| BenchError::Io { path, source }
+    };
+    std::fs::create_dir_all(to).map_err(err(to))?;
+    for e in std::fs::read_dir(from).map_err(err(from))? {
+        let e = e.map_err(err(from))?;
+        std::fs::copy(e.path(), to.join(e.file_name())).map_err(err(&e.path()))?;
+    }
+    Ok(())
 }

@@ -55,6 +55,8 @@ pub(crate) enum BenchCommand {
     Stamp(crate::bench_stamp::StampArgs),
     /// Durable commit rate, latency and group commit per durability mode; recovery speed.
     Durable(crate::bench_durable::DurableArgs),
+    /// Recovery speed of one large generated log: scan and full open, MB/s and records/s.
+    Recovery(crate::bench_recovery::RecoveryArgs),
 }
 
 /// Flags every workload takes.
@@ -347,6 +349,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Suite(s) => crate::bench_suite::run_suite(s),
         BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
         BenchCommand::Durable(d) => crate::bench_durable::run_durable(d),
+        BenchCommand::Recovery(r) => crate::bench_recovery::run_recovery(r),
     }
 }
 

@@ -10,6 +10,7 @@ mod bench;
 mod bench_durable;
 mod bench_hashtable;
 mod bench_oplog;
+mod bench_recovery;
 mod bench_scan;
 mod bench_stamp;
 mod bench_suite;

@@ -204,6 +204,15 @@ impl<C: Clock> Clone for Ordo<C> {
 impl<C: Clock> Ordo<C> {
     /// Opens an in-memory database whose transactions are ordered by `clock`.
     pub fn with_clock(config: Config, clock: C) -> Result<Self, Error> {
+        Self::with_clock_scanned(config, clock, None)
+    }
+
+    /// [`Ordo::with_clock`], reusing a scan of the durable directory made just before.
+    fn with_clock_scanned(
+        config: Config,
+        clock: C,
+        scanned: Option<crate::durable::recovery::Scan>,
+    ) -> Result<Self, Error> {
         if config.threads_max == 0 {
             return Err(Error::Config("threads_max must be at least 1".into()));
         }
@@ -221,7 +230,7 @@ impl<C: Clock> Ordo<C> {
             Some(d) => {
                 config.heap.check()?;
                 let (durable, files, regions) =
-                    crate::durable::open(d, config.heap.region_bytes, threads_max)?;
+                    crate::durable::open(d, config.heap.region_bytes, threads_max, scanned)?;
                 let now = clock.now().lo().as_nanos();
                 if now < durable.report.recovered_ts {
                     return Err(crate::durable::DurableError::ClockBehind {
@@ -271,13 +280,13 @@ impl<C: Clock> Ordo<C> {
         let Some(d) = &config.durability else {
             return Err(Error::Config("open_durable needs config.durability".into()));
         };
-        let report = crate::durable::inspect(&*d.storage, &d.dir);
-        let ts = match report {
-            Ok(r) => r.recovered_ts,
-            Err(crate::durable::DurableError::NoDatabase { .. }) => 0,
-            Err(e) => return Err(e.into()),
-        };
-        Self::with_clock(config, make_clock(ordo_clock::Timestamp::from_nanos(ts)))
+        let (ts, scanned) =
+            match crate::durable::prescan(&*d.storage, &d.dir, d.replay_threads.max(1), true) {
+                Ok(scan) => (scan.report().recovered_ts, Some(scan)),
+                Err(crate::durable::DurableError::NoDatabase { .. }) => (0, None),
+                Err(e) => return Err(e.into()),
+            };
+        Self::with_clock_scanned(config, make_clock(ordo_clock::Timestamp::from_nanos(ts)), scanned)
     }
 
     /// What recovery found when this durable database was opened (`None` in memory).

@@ -329,7 +329,7 @@ pub struct TpccRun {
 
 /// CPU seconds (user + system) the process has used, from `/proc/self/stat` (Linux), whose
 /// counters are in USER_HZ = 100 ticks per second on every Linux architecture.
-fn process_cpu_s() -> Option<f64> {
+pub(crate) fn process_cpu_s() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = stat.get(stat.rfind(')')? + 2..)?;

@@ -4,7 +4,14 @@
 //!
 //! One checkpoint, up to `X` = the durable marker (sync mode) or the appended bound (process
 //! mode: every record at or below it is in the OS; see the log module):
-//! 1. read the live segments and collect the records with `C < wts <= X`;
+//! 1. read, in every claimed chunk of the live segments, only the records after the chunk's
+//!    **replay offset** (the end of the chunk's prefix of records at or below the last
+//!    checkpoint, kept per chunk) and collect those with `C < wts <= X`. A chunk is read in
+//!    blocks until its first zero or bad record (a record being appended fails its checksum:
+//!    it is above X). The offset moves past a record only when every record before it in the
+//!    chunk is at or below X (a chunk's records are one slot's, appended in timestamp order,
+//!    but a later record at or below X is replayed even behind one above X), and only once
+//!    the checkpoint is persisted;
 //! 2. **backward filtering**: only the newest image of each address is kept (images are whole
 //!    objects, so older ones are dead);
 //! 3. write the images to the heap files with `pwrite`, the address space split in disjoint
@@ -25,12 +32,15 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+
+use rustc_hash::FxHashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::format::{self, KIND_TX, SEGMENT_HEADER_BYTES};
-use super::io::Storage;
+use super::format::{self, KIND_TX, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
+use super::io::{Storage, StorageFile};
 use super::log::Log;
+use super::recovery;
 use super::{DurableError, Mode};
 use crate::addr::Addr;
 
@@ -45,6 +55,8 @@ pub struct CheckpointReport {
     pub images: u64,
     /// Segment files deleted.
     pub segments_deleted: usize,
+    /// Bytes of log read (only what earlier checkpoints had not replayed).
+    pub bytes_read: u64,
 }
 
 /// The checkpointer's state (one checkpoint at a time).
@@ -53,6 +65,8 @@ pub(crate) struct Checkpointer {
     c: AtomicU64,
     heap_max: AtomicU64,
     lock: Mutex<()>,
+    /// Replay offset per `(segment seq, chunk)`: every record before it is at or below C.
+    offsets: Mutex<HashMap<(u64, u32), u32>>,
     pub(crate) replay_threads: usize,
     pub(crate) runs: AtomicU64,
     pub(crate) errors: AtomicU64,
@@ -64,6 +78,7 @@ impl Checkpointer {
             c: AtomicU64::new(c),
             heap_max: AtomicU64::new(c),
             lock: Mutex::new(()),
+            offsets: Mutex::new(HashMap::new()),
             replay_threads: replay_threads.max(1),
             runs: AtomicU64::new(0),
             errors: AtomicU64::new(0),
@@ -108,36 +123,43 @@ impl Checkpointer {
         let c = self.ts();
         let mut report = CheckpointReport { checkpoint_ts: c, ..CheckpointReport::default() };
         if x > c {
-            // 1–2. Read the segments; newest image per address among C < wts <= X.
-            let mut bufs = Vec::new();
-            for (path, file, header) in log.segments() {
-                let mut b = vec![0u8; header.file_bytes() as usize];
-                file.read_at(&mut b, 0).map_err(|source| DurableError::Io {
-                    op: "read",
-                    path: path.clone(),
-                    source,
-                })?;
-                bufs.push((header, b));
+            let segments = log.segments_claimed();
+            let mut offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+            // Forget the chunks of deleted segments.
+            offsets.retain(|(seq, _), _| segments.iter().any(|s| s.2.seq == *seq));
+            // 1. Read each claimed chunk from its replay offset on.
+            let mut tails = Vec::new();
+            for (path, file, header, claimed) in &segments {
+                for ch in 0..*claimed {
+                    let from = offsets.get(&(header.seq, ch)).copied().unwrap_or(0);
+                    let chunk_at =
+                        SEGMENT_HEADER_BYTES + u64::from(ch) * u64::from(header.chunk_bytes);
+                    let tail = read_records(&**file, path, chunk_at, from, header.chunk_bytes)?;
+                    report.bytes_read += tail.len() as u64;
+                    tails.push(((header.seq, ch), from, tail));
+                }
             }
-            let mut newest: HashMap<u64, (u64, &[u8])> = HashMap::new();
-            for (header, b) in &bufs {
-                let cb = header.chunk_bytes as usize;
-                for ch in 0..header.chunks as usize {
-                    let start = SEGMENT_HEADER_BYTES as usize + ch * cb;
-                    let chunk = &b[start..start + cb];
-                    let mut pos = 0;
-                    // A record being written concurrently fails its checksum: it is above X.
-                    while let Ok(r) = format::decode_record(&chunk[pos..]) {
-                        pos += r.len_bytes;
-                        if r.kind != KIND_TX || r.ts <= c || r.ts > x {
-                            continue;
-                        }
-                        report.records += 1;
-                        for (addr, image) in r.entries {
-                            let e = newest.entry(addr).or_insert((0, image));
-                            if r.ts >= e.0 {
-                                *e = (r.ts, image);
-                            }
+            // 2. Newest image per address among C < wts <= X; the new replay offsets.
+            let mut newest: FxHashMap<u64, (u64, &[u8])> = FxHashMap::default();
+            let mut advanced = Vec::new();
+            for (key, from, tail) in &tails {
+                let mut pos = 0;
+                let mut prefix = true;
+                while let Ok(r) = format::view_record(&tail[pos..]) {
+                    pos += r.len_bytes();
+                    let replayed = r.kind != KIND_TX || r.ts <= x;
+                    if replayed && prefix {
+                        advanced.push((*key, *from + pos as u32));
+                    }
+                    prefix &= replayed;
+                    if r.kind != KIND_TX || r.ts <= c || r.ts > x {
+                        continue;
+                    }
+                    report.records += 1;
+                    for (addr, image) in r.entries() {
+                        let e = newest.entry(addr).or_insert((0, image));
+                        if r.ts >= e.0 {
+                            *e = (r.ts, image);
                         }
                     }
                 }
@@ -156,7 +178,7 @@ impl Checkpointer {
             let mut regions: Vec<u16> =
                 images.iter().map(|(a, _)| Addr::from_raw(*a).region()).collect();
             regions.dedup();
-            let mut files = HashMap::new();
+            let mut files = FxHashMap::default();
             for r in &regions {
                 let path = format::region_file(dir, *r);
                 let f = storage.open(&path, true).map_err(|source| DurableError::Io {
@@ -172,16 +194,7 @@ impl Checkpointer {
                     .chunks(per)
                     .map(|part| {
                         let files = &files;
-                        s.spawn(move || -> Result<(), DurableError> {
-                            for (addr, image) in part {
-                                let a = Addr::from_raw(*addr);
-                                let Some((path, f)) = files.get(&a.region()) else { continue };
-                                f.write_at(image, a.offset()).map_err(|source| {
-                                    DurableError::Io { op: "write", path: path.clone(), source }
-                                })?;
-                            }
-                            Ok(())
-                        })
+                        s.spawn(move || recovery::write_images(files, part))
                     })
                     .collect();
                 handles
@@ -205,8 +218,57 @@ impl Checkpointer {
             // Release: pairs with ts()'s Acquire.
             self.c.store(x, Ordering::Release);
             report.checkpoint_ts = x;
+            // Every record before the new offsets is at or below the persisted C.
+            for (key, at) in advanced {
+                offsets.insert(key, at);
+            }
         }
         report.segments_deleted = log.delete_below(self.ts())?;
         Ok(report)
+    }
+}
+
+/// Bytes read per call while following a chunk's records.
+const READ_BLOCK_BYTES: u32 = 64 << 10;
+
+/// Reads the records of the chunk at `chunk_at` of `file` from byte `from` of the chunk on,
+/// in blocks, up to its first zero or bad record; returns the bytes of those records.
+fn read_records(
+    file: &dyn StorageFile,
+    path: &Path,
+    chunk_at: u64,
+    from: u32,
+    chunk_bytes: u32,
+) -> Result<Vec<u8>, DurableError> {
+    let room = (chunk_bytes - from.min(chunk_bytes)) as usize;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut parsed = 0usize;
+    loop {
+        // How many bytes the record at `parsed` needs in the buffer.
+        let avail = buf.len() - parsed;
+        let need = if avail >= RECORD_HEADER_BYTES {
+            let len = format::get_u32(&buf[parsed..], 4) as usize;
+            if len > avail && parsed + len <= room { len } else { 0 }
+        } else if buf.len() < room {
+            RECORD_HEADER_BYTES
+        } else {
+            0
+        };
+        if need > 0 {
+            let have = buf.len();
+            let want = (parsed + need).max(have + READ_BLOCK_BYTES as usize).min(room);
+            buf.resize(want, 0);
+            file.read_at(&mut buf[have..], chunk_at + u64::from(from) + have as u64).map_err(
+                |source| DurableError::Io { op: "read", path: path.to_path_buf(), source },
+            )?;
+            continue;
+        }
+        match format::view_record(&buf[parsed..]) {
+            Ok(r) => parsed += r.len_bytes(),
+            Err(_) => {
+                buf.truncate(parsed);
+                return Ok(buf);
+            }
+        }
     }
 }

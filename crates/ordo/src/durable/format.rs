@@ -36,7 +36,12 @@ use super::DurableError;
 use super::io::Storage;
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+///
+/// * 1 — markers were written after the flush of the records they cover.
+/// * 2 — a marker is written before the round's one flush and names its frontier (the chunk
+///   ends it covers); recovery trusts it only where the frontier holds. A version-1 reader
+///   would trust such a marker blindly, so version 2 directories are refused by it.
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of a segment header (chunks start after it).
 pub const SEGMENT_HEADER_BYTES: u64 = 4096;
 /// Bytes of a record header.
@@ -354,8 +359,61 @@ pub enum NotRecord {
     },
 }
 
-/// Decodes the record at the start of `b`.
-pub fn decode_record(b: &[u8]) -> Result<RecordRef<'_>, NotRecord> {
+/// A checked record, borrowing its chunk's bytes; its entries are decoded on demand
+/// ([`RecordView::entries`]) without allocating.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a> {
+    /// [`KIND_TX`] or [`KIND_MARKER`].
+    pub kind: u32,
+    /// The write timestamp, or the marker value.
+    pub ts: u64,
+    /// Number of entries.
+    pub count: u32,
+    /// The record's bytes (`len_bytes` of them).
+    bytes: &'a [u8],
+}
+
+impl<'a> RecordView<'a> {
+    /// Bytes the record occupies.
+    pub fn len_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The `(addr, image)` entries, in record order.
+    pub fn entries(&self) -> Entries<'a> {
+        Entries { bytes: self.bytes, at: RECORD_HEADER_BYTES }
+    }
+}
+
+/// The entries of a checked record ([`RecordView::entries`]).
+#[derive(Clone, Debug)]
+pub struct Entries<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = (u64, &'a [u8]);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        // The record was checked by `view_record`: entry headers and images lie inside it.
+        let b = self.bytes;
+        if self.at + ENTRY_HEADER_BYTES > b.len() {
+            return None;
+        }
+        let addr = get_u64(b, self.at);
+        let start = self.at + ENTRY_HEADER_BYTES;
+        let end = start + get_u32(b, self.at + 8) as usize;
+        self.at = end;
+        b.get(start..end).map(|image| (addr, image))
+    }
+}
+
+/// Checks the record at the start of `b` (length, checksum in one call over the record, kind,
+/// entry structure) without allocating.
+#[inline]
+pub fn view_record(b: &[u8]) -> Result<RecordView<'_>, NotRecord> {
     if b.len() < RECORD_HEADER_BYTES {
         return Err(NotRecord::End);
     }
@@ -372,29 +430,48 @@ pub fn decode_record(b: &[u8]) -> Result<RecordRef<'_>, NotRecord> {
         return bad("checksum mismatch");
     }
     let kind = get_u32(b, 8);
-    let count = get_u32(b, 12) as usize;
+    let count = get_u32(b, 12);
     if kind != KIND_TX && kind != KIND_MARKER {
         return bad("unknown record kind");
     }
-    let mut entries = Vec::with_capacity(count);
     let mut at = RECORD_HEADER_BYTES;
     for _ in 0..count {
         if at + ENTRY_HEADER_BYTES > len {
             return bad("entry header past the record's end");
         }
-        let addr = get_u64(b, at);
         let elen = get_u32(b, at + 8) as usize;
         let start = at + ENTRY_HEADER_BYTES;
         if elen % 8 != 0 || start + elen > len {
             return bad("entry past the record's end");
         }
-        entries.push((addr, &b[start..start + elen]));
         at = start + elen;
     }
     if at != len {
         return bad("record length does not match its entries");
     }
-    Ok(RecordRef { kind, ts, entries, len_bytes: len })
+    Ok(RecordView { kind, ts, count, bytes: &b[..len] })
+}
+
+/// The record at the start of `b`, which [`view_record`] already accepted (its bytes have not
+/// changed since): header fields only, no checksum. On bytes that are not such a record it
+/// returns wrong entries, never out-of-bounds ones.
+pub fn view_checked_record(b: &[u8]) -> RecordView<'_> {
+    if b.len() < RECORD_HEADER_BYTES {
+        return RecordView { kind: 0, ts: 0, count: 0, bytes: &[] };
+    }
+    let len = (get_u32(b, 4) as usize).clamp(RECORD_HEADER_BYTES, b.len());
+    RecordView { kind: get_u32(b, 8), ts: get_u64(b, 16), count: get_u32(b, 12), bytes: &b[..len] }
+}
+
+/// Decodes the record at the start of `b`, its entries collected.
+pub fn decode_record(b: &[u8]) -> Result<RecordRef<'_>, NotRecord> {
+    let v = view_record(b)?;
+    Ok(RecordRef {
+        kind: v.kind,
+        ts: v.ts,
+        entries: v.entries().collect(),
+        len_bytes: v.len_bytes(),
+    })
 }
 
 #[cfg(test)]

@@ -620,9 +620,19 @@ impl Log {
         lock(&self.segments).len()
     }
 
-    /// The live segments, oldest first.
-    pub(crate) fn segments(&self) -> Vec<(PathBuf, Arc<dyn StorageFile>, SegmentHeader)> {
-        lock(&self.segments).iter().map(|s| (s.path.clone(), s.file.clone(), s.header)).collect()
+    /// The live segments, oldest first, each with its number of claimed chunks (the others
+    /// hold no records), for the checkpointer.
+    pub(crate) fn segments_claimed(
+        &self,
+    ) -> Vec<(PathBuf, Arc<dyn StorageFile>, SegmentHeader, u32)> {
+        lock(&self.segments)
+            .iter()
+            .map(|s| {
+                // Relaxed: claims happen under the `segments` lock held here.
+                let claimed = s.next_chunk.load(Ordering::Relaxed).min(s.header.chunks);
+                (s.path.clone(), s.file.clone(), s.header, claimed)
+            })
+            .collect()
     }
 
     /// A timestamp X such that every record with `wts <= X` has been written to its segment:

@@ -38,6 +38,7 @@ pub mod format;
 pub mod io;
 pub(crate) mod log;
 pub mod recovery;
+mod segmap;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -106,7 +107,8 @@ pub struct DurableConfig {
     /// Milliseconds between background checkpoints; 0 runs none (call
     /// [`crate::Ordo::checkpoint`]).
     pub checkpoint_interval_ms: u64,
-    /// Threads replaying a checkpoint's images (disjoint address ranges).
+    /// Threads checking the log segments at open and replaying images at open and in
+    /// checkpoints (disjoint address ranges).
     pub replay_threads: usize,
     /// The most segment files before a commit that needs a new one waits (bounded, counted)
     /// for a checkpoint to delete one; 0 = unbounded.
@@ -317,10 +319,13 @@ impl Drop for Durable {
 
 /// Opens (creating if needed) the directory of `config`: recovers, then returns the runtime
 /// state, the heap-file backing and the mapped regions.
+/// `scanned` is a scan of the directory made just before (by
+/// [`crate::Ordo::open_durable`], to build the clock), so the log is read once.
 pub(crate) fn open(
     config: &DurableConfig,
     region_bytes: usize,
     threads: usize,
+    scanned: Option<recovery::Scan>,
 ) -> Result<(Durable, Arc<HeapFiles>, Vec<RegionMemory>), Error> {
     config.check()?;
     let wrap = |e: DurableError| Error::Durable(Arc::new(e));
@@ -339,7 +344,10 @@ pub(crate) fn open(
         let m = format::Manifest { region_bytes: region_bytes as u64, regions: 0 };
         m.write(&*storage, dir).map_err(wrap)?;
     }
-    let scan = recovery::scan(&*storage, dir).map_err(wrap)?;
+    let scan = match scanned {
+        Some(scan) => scan,
+        None => recovery::scan(&*storage, dir, config.replay_threads, true).map_err(wrap)?,
+    };
     if scan.manifest.region_bytes != region_bytes as u64 {
         return Err(wrap(DurableError::RegionSize {
             dir: dir.clone(),
@@ -385,6 +393,18 @@ pub(crate) fn open(
 /// Reads what recovery of `dir` would do, without changing anything (for `ordo recover` and
 /// `ordo inspect`).
 pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(prescan(storage, dir, threads, false)?.report())
+}
+
+/// The scan of `dir` on `threads` threads (`replay`: gathering what replay needs), or
+/// [`DurableError::NoDatabase`].
+pub(crate) fn prescan(
+    storage: &dyn Storage,
+    dir: &Path,
+    threads: usize,
+    replay: bool,
+) -> Result<recovery::Scan, DurableError> {
     let names = storage.list(dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             DurableError::NoDatabase { dir: dir.to_path_buf() }
@@ -395,8 +415,7 @@ pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, Dura
     if !names.iter().any(|n| n == format::MANIFEST) {
         return Err(DurableError::NoDatabase { dir: dir.to_path_buf() });
     }
-    let scan = recovery::scan(storage, dir)?;
-    Ok(scan.report())
+    recovery::scan(storage, dir, threads, replay)
 }
 
 /// Counters of a durable database's log.

@@ -11,22 +11,38 @@
 //! file and offset: every record at or below D was flushed before D was, so a bad one there is
 //! corruption, never a crash artefact. A segment shorter than its header says is an error too.
 //!
+//! The scan maps every segment read-only (no copy of the log; see `segmap`) and checks the
+//! segments on `threads` threads at once (segments are independent; results are merged in
+//! segment order, so the error reported for a bad directory does not depend on timing). Each
+//! record is checked with one crc32c call over its bytes and decoded in place, without
+//! allocating.
+//!
 //! `apply` then replays the records with `C < wts <= D` into the heap files. Replay is
 //! **backward filtered**: images are absolute, so only the newest image of each address
-//! matters; it is written once. Then the heap files are synced, C := D is persisted, and the
+//! matters (the largest `wts`; within one record the later entry); it is written once. The
+//! address space is split into interleaved 64 KiB ranges, one set per replay thread. While it
+//! checks a record, the scan files each entry (address, timestamp, where its image lies) under
+//! the thread owning the address, so replay does not read the log again; once the marker is
+//! known, each thread keeps the newest image of its own addresses among the records that
+//! count and writes them in address order, the images of a dense span in one `pwrite` (the
+//! gaps read back from the file). Then the heap files are synced, C := D is persisted, and the
 //! segments are deleted. Each step is idempotent, so a crash during `apply` is recovered by
 //! running it again. Every check happens in `scan`, before the first write: a directory that
 //! fails to open is left as it was.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+use rustc_hash::FxHashMap;
 
 use super::DurableError;
 use super::format::{
     self, KIND_MARKER, KIND_TX, Manifest, NotRecord, SEGMENT_HEADER_BYTES, SegmentHeader,
 };
-use super::io::Storage;
+use super::io::{Storage, StorageFile};
+use super::segmap::SegmentBytes;
 use crate::addr::Addr;
 
 /// A record dropped because it was torn (beyond the marker).
@@ -90,30 +106,83 @@ pub struct RecoveryReport {
     pub recovered_ts: u64,
     /// Nanoseconds spent scanning and replaying.
     pub duration_ns: u64,
+    /// Of which: mapping and checking the files (the scan).
+    pub scan_ns: u64,
+    /// Of which: backward filtering (newest image per address).
+    pub filter_ns: u64,
+    /// Of which: writing the images to the heap files.
+    pub write_ns: u64,
+    /// Of which: `fdatasync` of the heap files and persisting the checkpoint.
+    pub sync_ns: u64,
+    /// Of which: deleting the segments (unmapping included).
+    pub cleanup_ns: u64,
 }
 
 struct Seg {
     path: PathBuf,
     header: SegmentHeader,
-    bytes: Vec<u8>,
+    bytes: SegmentBytes,
 }
 
-/// A valid record's place.
+/// A valid transaction record's place.
 #[derive(Clone, Copy)]
 struct Found {
     ts: u64,
+    marked: bool,
+}
+
+/// A bad record, judged once the marker is known.
+struct BadRecord {
     seg: usize,
     offset: usize,
-    marked: bool,
+    ts_field: u64,
+    reason: &'static str,
+    /// A valid record follows it in its chunk (so it is not a torn tail).
+    followed: bool,
+}
+
+/// An entry of a valid transaction record, as the scan found it: replay filters these without
+/// reading the log again.
+#[derive(Clone, Copy)]
+struct Span {
+    addr: u64,
+    ts: u64,
+    /// The image's offset in its segment.
+    offset: u64,
+    len: u32,
+}
+
+/// Where the newest image of an address lies.
+#[derive(Clone, Copy)]
+struct Image {
+    ts: u64,
+    offset: u64,
+    seg: u32,
+    len: u32,
+}
+
+/// What the scan of one segment found.
+struct SegScan {
+    /// Per replay thread, the entries of its addresses (when gathered for replay).
+    spans: Vec<Vec<Span>>,
+    info: SegmentInfo,
+    records: Vec<Found>,
+    /// Markers of a marked segment: value and frontier.
+    markers: Vec<(u64, Option<Frontier>)>,
+    /// Each chunk's valid prefix, by (segment seq, chunk).
+    valid_end: Vec<((u64, u64), u64)>,
+    bad: Vec<BadRecord>,
+    log_bytes: u64,
 }
 
 /// Everything [`scan`] read.
 pub(crate) struct Scan {
     pub(crate) manifest: Manifest,
     segs: Vec<Seg>,
-    records: Vec<Found>,
     report: RecoveryReport,
     started: Instant,
+    /// Per segment, per replay thread, the entries of its records ([`SegScan::spans`]).
+    spans: Vec<Vec<Vec<Span>>>,
 }
 
 impl Scan {
@@ -130,8 +199,48 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DurableEr
     move |source| DurableError::Io { op, path, source }
 }
 
-/// Reads and checks a directory; changes nothing. See the module docs.
-pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableError> {
+/// Runs `f` on items `0..n` on up to `threads` threads (items handed out one at a time) and
+/// returns the results in item order.
+fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = threads.clamp(1, n.max(1));
+    if threads == 1 {
+        return (0..n).map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut out: Vec<(usize, T)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        // Relaxed: the counter only hands out distinct items.
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= n {
+                            return mine;
+                        }
+                        mine.push((i, f(i)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    out.sort_unstable_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Reads and checks a directory on up to `threads` threads; changes nothing. See the module
+/// docs.
+/// `replay`: also gather every entry for [`apply`], split by replay thread.
+pub(crate) fn scan(
+    storage: &dyn Storage,
+    dir: &Path,
+    threads: usize,
+    replay: bool,
+) -> Result<Scan, DurableError> {
     let started = Instant::now();
     let manifest = Manifest::read(storage, dir)?;
     let ckpt = format::read_checkpoint(storage, dir)?;
@@ -170,28 +279,19 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
                 ),
             });
         }
-        // Read only the chunks that hold records (a zero first word means unused): segments
-        // are preallocated, and most of the last one is usually empty.
-        let mut bytes = vec![0u8; header.file_bytes() as usize];
-        bytes[..head.len()].copy_from_slice(&head);
-        let cb = header.chunk_bytes as usize;
-        for c in 0..header.chunks as usize {
-            let start = SEGMENT_HEADER_BYTES as usize + c * cb;
-            let first = &mut bytes[start..start + 8];
-            f.read_at(first, start as u64).map_err(io("read", &path))?;
-            if first.iter().any(|b| *b != 0) {
-                f.read_at(&mut bytes[start..start + cb], start as u64)
-                    .map_err(io("read", &path))?;
-            }
-        }
+        let bytes = SegmentBytes::map(f.os_file(), header.file_bytes() as usize)
+            .map_err(io("mmap", &path))?;
         segs.push(Seg { path, header, bytes });
     }
 
+    let parts = if replay { threads.max(1) } else { 0 };
+    let scans =
+        parallel_map(segs.len(), threads, |si| scan_segment(&manifest, si, &segs[si], parts));
+    let mut spans = Vec::new();
     let mut records = Vec::new();
     // Markers (value, frontier entries) and each chunk's valid prefix, by (segment seq, chunk).
     let mut markers: Vec<(u64, Option<Frontier>)> = Vec::new();
-    let mut valid_end: HashMap<(u64, u64), u64> = HashMap::new();
-    // Bad records, judged once the marker is known: (seg, offset, ts field, reason, followed).
+    let mut valid_end: std::collections::HashMap<(u64, u64), u64> = Default::default();
     let mut bad = Vec::new();
     let mut report = RecoveryReport {
         regions: manifest.regions,
@@ -200,57 +300,15 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
         segments: segs.len(),
         ..RecoveryReport::default()
     };
-    for (si, seg) in segs.iter().enumerate() {
-        let cb = seg.header.chunk_bytes as usize;
-        let mut info = SegmentInfo {
-            path: seg.path.clone(),
-            seq: seg.header.seq,
-            marked: seg.header.marked,
-            chunks_used: 0,
-            chunks: seg.header.chunks,
-            records: 0,
-            markers: 0,
-        };
-        for c in 0..seg.header.chunks as usize {
-            let start = SEGMENT_HEADER_BYTES as usize + c * cb;
-            let chunk = &seg.bytes[start..start + cb];
-            if chunk[..8] != [0u8; 8] {
-                info.chunks_used += 1;
-            }
-            let mut pos = 0;
-            while pos < cb {
-                match format::decode_record(&chunk[pos..]) {
-                    Ok(r) => {
-                        if r.kind == KIND_MARKER {
-                            info.markers += 1;
-                            if seg.header.marked {
-                                markers.push((r.ts, frontier(&r)));
-                            }
-                        } else {
-                            debug_assert_eq!(r.kind, KIND_TX);
-                            check_entries(&manifest, &seg.path, (start + pos) as u64, &r)?;
-                            info.records += 1;
-                            records.push(Found {
-                                ts: r.ts,
-                                seg: si,
-                                offset: start + pos,
-                                marked: seg.header.marked,
-                            });
-                            report.log_bytes += r.len_bytes as u64;
-                        }
-                        pos += r.len_bytes;
-                    }
-                    Err(NotRecord::End) => break,
-                    Err(NotRecord::Bad { ts_field, reason }) => {
-                        let followed = valid_after(&chunk[pos..]);
-                        bad.push((si, start + pos, ts_field, reason, followed));
-                        break;
-                    }
-                }
-            }
-            valid_end.insert((seg.header.seq, c as u64), pos as u64);
-        }
-        report.segment_files.push(info);
+    for s in scans {
+        let s = s?;
+        spans.push(s.spans);
+        records.extend(s.records);
+        markers.extend(s.markers);
+        valid_end.extend(s.valid_end);
+        bad.extend(s.bad);
+        report.log_bytes += s.log_bytes;
+        report.segment_files.push(s.info);
     }
     let live: std::collections::HashSet<u64> = segs.iter().map(|s| s.header.seq).collect();
     let holds = |&(seq, chunk, end): &(u64, u64, u64)| {
@@ -267,23 +325,22 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
     // holding the newest marker, so C counts as a marker too.
     let marker = marker.max(checkpoint);
     let d = marker.max(process_max);
-    for (si, offset, ts_field, reason, followed) in bad {
-        let seg = &segs[si];
-        let below_marker = seg.header.marked && ts_field <= marker;
-        if followed || below_marker {
+    for b in bad {
+        let seg = &segs[b.seg];
+        let below_marker = seg.header.marked && b.ts_field <= marker;
+        if b.followed || below_marker {
             return Err(DurableError::BadFile {
                 path: seg.path.clone(),
-                offset: offset as u64,
-                reason: format!("bad record at or below the durable marker {marker}: {reason}"),
+                offset: b.offset as u64,
+                reason: format!("bad record at or below the durable marker {marker}: {}", b.reason),
             });
         }
         report.torn.push(TornTail {
             path: seg.path.clone(),
-            offset: offset as u64,
-            reason: reason.to_string(),
+            offset: b.offset as u64,
+            reason: b.reason.to_string(),
         });
     }
-    records.sort_by_key(|r| r.ts);
     report.records = records.len() as u64;
     report.marker_ts = d;
     for r in &records {
@@ -296,7 +353,89 @@ pub(crate) fn scan(storage: &dyn Storage, dir: &Path) -> Result<Scan, DurableErr
     }
     // An interrupted checkpoint may have left heap images up to H.
     report.recovered_ts = d.max(ckpt.heap_max_ts);
-    Ok(Scan { manifest, segs, records, report, started })
+    report.scan_ns = started.elapsed().as_nanos() as u64;
+    Ok(Scan { manifest, segs, report, started, spans })
+}
+
+/// Checks every chunk of one segment: its records, its markers, its bad records.
+/// `parts > 0`: also gather the entries, split among `parts` replay threads.
+fn scan_segment(
+    manifest: &Manifest,
+    si: usize,
+    seg: &Seg,
+    parts: usize,
+) -> Result<SegScan, DurableError> {
+    let cb = seg.header.chunk_bytes as usize;
+    let bytes = seg.bytes.bytes();
+    let mut out = SegScan {
+        spans: (0..parts).map(|_| Vec::new()).collect(),
+        info: SegmentInfo {
+            path: seg.path.clone(),
+            seq: seg.header.seq,
+            marked: seg.header.marked,
+            chunks_used: 0,
+            chunks: seg.header.chunks,
+            records: 0,
+            markers: 0,
+        },
+        records: Vec::new(),
+        markers: Vec::new(),
+        valid_end: Vec::new(),
+        bad: Vec::new(),
+        log_bytes: 0,
+    };
+    for c in 0..seg.header.chunks as usize {
+        let start = SEGMENT_HEADER_BYTES as usize + c * cb;
+        let chunk = &bytes[start..start + cb];
+        if chunk[..8] != [0u8; 8] {
+            out.info.chunks_used += 1;
+        }
+        let mut pos = 0;
+        while pos < cb {
+            match format::view_record(&chunk[pos..]) {
+                Ok(r) => {
+                    if r.kind == KIND_MARKER {
+                        out.info.markers += 1;
+                        if seg.header.marked {
+                            out.markers.push((r.ts, frontier(&r)));
+                        }
+                    } else {
+                        debug_assert_eq!(r.kind, KIND_TX);
+                        check_entries(manifest, &seg.path, (start + pos) as u64, &r)?;
+                        out.info.records += 1;
+                        out.records.push(Found { ts: r.ts, marked: seg.header.marked });
+                        out.log_bytes += r.len_bytes() as u64;
+                        if parts > 0 {
+                            for (addr, image) in r.entries() {
+                                let offset = image.as_ptr() as usize - bytes.as_ptr() as usize;
+                                out.spans[part_of(addr, parts)].push(Span {
+                                    addr,
+                                    ts: r.ts,
+                                    offset: offset as u64,
+                                    len: image.len() as u32,
+                                });
+                            }
+                        }
+                    }
+                    pos += r.len_bytes();
+                }
+                Err(NotRecord::End) => break,
+                Err(NotRecord::Bad { ts_field, reason }) => {
+                    let followed = valid_after(&chunk[pos..]);
+                    out.bad.push(BadRecord {
+                        seg: si,
+                        offset: start + pos,
+                        ts_field,
+                        reason,
+                        followed,
+                    });
+                    break;
+                }
+            }
+        }
+        out.valid_end.push(((seg.header.seq, c as u64), pos as u64));
+    }
+    Ok(out)
 }
 
 /// A marker's frontier: `(segment seq, chunk, end offset in the chunk)` per named chunk.
@@ -304,29 +443,27 @@ type Frontier = Vec<(u64, u64, u64)>;
 
 /// A marker record's frontier: `(segment seq, chunk, end offset in the chunk)` per entry;
 /// `None` (never trusted) when an entry is not 16 bytes.
-fn frontier(r: &format::RecordRef<'_>) -> Option<Frontier> {
-    r.entries
-        .iter()
+fn frontier(r: &format::RecordView<'_>) -> Option<Frontier> {
+    r.entries()
         .map(|(seq, image)| {
-            (image.len() == 16)
-                .then(|| (*seq, format::get_u64(image, 0), format::get_u64(image, 8)))
+            (image.len() == 16).then(|| (seq, format::get_u64(image, 0), format::get_u64(image, 8)))
         })
         .collect()
 }
 
 /// Whether some valid record starts at an 8-byte boundary after the first 24 bytes of `b`.
 fn valid_after(b: &[u8]) -> bool {
-    (24..b.len()).step_by(8).any(|at| format::decode_record(&b[at..]).is_ok())
+    (24..b.len()).step_by(8).any(|at| format::view_record(&b[at..]).is_ok())
 }
 
 fn check_entries(
     m: &Manifest,
     path: &Path,
     offset: u64,
-    r: &format::RecordRef<'_>,
+    r: &format::RecordView<'_>,
 ) -> Result<(), DurableError> {
-    for (addr, image) in &r.entries {
-        let a = Addr::from_raw(*addr);
+    for (addr, image) in r.entries() {
+        let a = Addr::from_raw(addr);
         if a.region() as u64 >= m.regions || a.offset() + image.len() as u64 > m.region_bytes {
             return Err(DurableError::BadFile {
                 path: path.to_path_buf(),
@@ -338,6 +475,15 @@ fn check_entries(
     Ok(())
 }
 
+/// The replay thread (of `parts`) that owns `addr`: interleaved 64 KiB address ranges.
+#[inline]
+fn part_of(addr: u64, parts: usize) -> usize {
+    ((addr >> 16) % parts as u64) as usize
+}
+
+/// Bytes gathered before one coalesced `pwrite`.
+const WRITE_BATCH_BYTES: usize = 1 << 20;
+
 /// Replays a scan into the heap files, persists the checkpoint and deletes the segments.
 /// Returns the report and the first unused segment number.
 pub(crate) fn apply(
@@ -345,55 +491,71 @@ pub(crate) fn apply(
     dir: &Path,
     scan: Scan,
 ) -> Result<(RecoveryReport, u64), DurableError> {
-    let Scan { manifest, segs, records, mut report, started, .. } = scan;
+    let Scan { segs, mut report, started, spans, .. } = scan;
     let checkpoint = report.checkpoint_ts;
     let marker = report.marker_ts;
     let next_seq = segs.last().map_or(0, |s| s.header.seq + 1);
-    // Backward filtering: newest image per address, newest record first.
-    let mut newest: HashMap<u64, &[u8]> = HashMap::new();
-    for r in records.iter().rev() {
-        let eligible = if r.marked { r.ts <= marker } else { true };
-        if !eligible || r.ts <= checkpoint {
-            continue;
-        }
-        let seg = &segs[r.seg];
-        let rec =
-            format::decode_record(&seg.bytes[r.offset..]).map_err(|_| DurableError::BadFile {
-                path: seg.path.clone(),
-                offset: r.offset as u64,
-                reason: "record changed between scan and replay".into(),
-            })?;
-        for (addr, image) in rec.entries {
-            newest.entry(addr).or_insert(image);
-        }
-    }
-    let mut images: Vec<(u64, &[u8])> = newest.into_iter().collect();
-    images.sort_unstable_by_key(|(a, _)| *a);
-    report.images_written = images.len() as u64;
-    if !images.is_empty() {
-        let mut files = HashMap::new();
-        for (addr, image) in &images {
-            let a = Addr::from_raw(*addr);
-            let f = match files.entry(a.region()) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let path = format::region_file(dir, a.region());
-                    let f = storage.open(&path, true).map_err(io("open", &path))?;
-                    e.insert((path, f))
+    let phase = Instant::now();
+    // Backward filtering, one address range set per thread: the newest image per address
+    // among the entries of the records that count (`C < wts`, and `wts <= D` with markers).
+    let parts = spans.first().map_or(1, |s| s.len().max(1));
+    let images: Vec<Vec<(u64, &[u8])>> = parallel_map(parts, parts, |p| {
+        let mut newest: FxHashMap<u64, Image> = FxHashMap::default();
+        for (si, seg_spans) in spans.iter().enumerate() {
+            let marked = segs[si].header.marked;
+            for s in seg_spans.get(p).map_or(&[][..], |v| &v[..]) {
+                if s.ts <= checkpoint || (marked && s.ts > marker) {
+                    continue;
                 }
-            };
-            f.1.write_at(image, a.offset()).map_err(io("write", &f.0))?;
+                let image = Image { ts: s.ts, offset: s.offset, seg: si as u32, len: s.len };
+                let e = newest.entry(s.addr).or_insert(image);
+                // `>=`: within one record the later entry wins, as if applied in order.
+                if image.ts >= e.ts {
+                    *e = image;
+                }
+            }
         }
-        for (path, f) in files.values() {
-            f.sync_data().map_err(io("fdatasync", path))?;
-        }
+        let mut mine: Vec<(u64, &[u8])> = newest
+            .into_iter()
+            .filter_map(|(a, i)| {
+                let at = i.offset as usize;
+                segs[i.seg as usize].bytes.bytes().get(at..at + i.len as usize).map(|b| (a, b))
+            })
+            .collect();
+        mine.sort_unstable_by_key(|(a, _)| *a);
+        mine
+    });
+    report.images_written = images.iter().map(|v| v.len() as u64).sum();
+    report.filter_ns = phase.elapsed().as_nanos() as u64;
+    let phase = Instant::now();
+    let mut regions: Vec<u16> =
+        images.iter().flatten().map(|(a, _)| Addr::from_raw(*a).region()).collect();
+    regions.sort_unstable();
+    regions.dedup();
+    let mut files = FxHashMap::default();
+    for r in regions {
+        let path = format::region_file(dir, r);
+        let f = storage.open(&path, true).map_err(io("open", &path))?;
+        files.insert(r, (path, f));
+    }
+    let written = parallel_map(parts, parts, |p| write_images(&files, &images[p]));
+    written.into_iter().collect::<Result<(), _>>()?;
+    report.write_ns = phase.elapsed().as_nanos() as u64;
+    let phase = Instant::now();
+    for (path, f) in files.values() {
+        f.sync_data().map_err(io("fdatasync", path))?;
     }
     if marker > checkpoint {
         let c = format::Checkpoint { ts: marker, heap_max_ts: report.recovered_ts };
         format::write_checkpoint(storage, dir, c)?;
     }
-    for s in &segs {
-        storage.remove(&s.path).map_err(io("remove", &s.path))?;
+    report.sync_ns = phase.elapsed().as_nanos() as u64;
+    let phase = Instant::now();
+    let paths: Vec<PathBuf> = segs.iter().map(|s| s.path.clone()).collect();
+    // Unmap before deleting (see `segmap`).
+    drop(segs);
+    for path in &paths {
+        storage.remove(path).map_err(io("remove", path))?;
     }
     // Leftovers of segment or metadata files a crash interrupted before their rename.
     let mut leftovers = 0;
@@ -404,10 +566,61 @@ pub(crate) fn apply(
             leftovers += 1;
         }
     }
-    if !segs.is_empty() || leftovers > 0 {
+    if !paths.is_empty() || leftovers > 0 {
         storage.sync_dir(dir).map_err(io("fsync directory", dir))?;
     }
-    let _ = manifest;
+    report.cleanup_ns = phase.elapsed().as_nanos() as u64;
     report.duration_ns = started.elapsed().as_nanos() as u64;
     Ok((report, next_seq))
+}
+
+/// Bytes of heap file between two images up to which they are written with one `pwrite`.
+const WRITE_GAP_MAX_BYTES: u64 = 4096;
+
+/// Writes images sorted by address. Images of a region closer than [`WRITE_GAP_MAX_BYTES`]
+/// go out in one `pwrite` of up to [`WRITE_BATCH_BYTES`]: the span is read from the file first,
+/// so the gaps are written back unchanged (no one else writes a heap file meanwhile: recovery
+/// runs before the heap is mapped, and checkpoints run one at a time).
+pub(crate) fn write_images(
+    files: &FxHashMap<u16, (PathBuf, Arc<dyn StorageFile>)>,
+    images: &[(u64, &[u8])],
+) -> Result<(), DurableError> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut i = 0;
+    while i < images.len() {
+        let first = Addr::from_raw(images[i].0);
+        let (region, start) = (first.region(), first.offset());
+        let mut end = start + images[i].1.len() as u64;
+        let mut payload = images[i].1.len();
+        let mut j = i + 1;
+        while let Some((addr, image)) = images.get(j) {
+            let a = Addr::from_raw(*addr);
+            let e = a.offset() + image.len() as u64;
+            if a.region() != region
+                || a.offset() > end + WRITE_GAP_MAX_BYTES
+                || e - start > WRITE_BATCH_BYTES as u64
+            {
+                break;
+            }
+            end = end.max(e);
+            payload += image.len();
+            j += 1;
+        }
+        let Some((path, f)) = files.get(&region) else {
+            i = j;
+            continue;
+        };
+        buf.clear();
+        buf.resize((end - start) as usize, 0);
+        if payload < buf.len() {
+            f.read_at(&mut buf, start).map_err(io("read", path))?;
+        }
+        for (addr, image) in &images[i..j] {
+            let at = (Addr::from_raw(*addr).offset() - start) as usize;
+            buf[at..at + image.len()].copy_from_slice(image);
+        }
+        f.write_at(&buf, start).map_err(io("write", path))?;
+        i = j;
+    }
+    Ok(())
 }
