@@ -27,7 +27,7 @@
 //!   both), so the clock meets the [`Clock`] contract and `get_ts` values strictly increase along
 //!   happens-before.
 //! * If the offsets spread wider than `B_claimed` — the boundary is *too small* — those
-//!   properties fail; `tests/happens_before.rs` demonstrates it (the negative test of DESIGN §8).
+//!   properties fail; `tests/clock/happens_before.rs` demonstrates it (the negative test of DESIGN §8).
 //! * Readings saturate at 0: keep the start value larger than any negative skew (the default
 //!   start is 1000 s).
 

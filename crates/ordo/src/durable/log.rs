@@ -43,9 +43,9 @@
 //! below `D` is on the disk, and a completed round leaves a trusted marker: one flush per round,
 //! one flush per commit on one thread.
 //!
-//! `tests/durable_group.rs` scripts both crash states (a marker flushed before another
+//! `tests/durable/durable_group.rs` scripts both crash states (a marker flushed before another
 //! segment's records; a record left in a slot's previous chunk) and fails with either check
-//! removed; `tests/durable_power.rs` cuts power at random points with and without random
+//! removed; `tests/durable/durable_power.rs` cuts power at random points with and without random
 //! unsynced writes kept.
 //!
 //! # Batching

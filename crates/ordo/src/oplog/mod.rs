@@ -60,7 +60,7 @@
 //! clock reading (`now().lo()`, the local counter) instead of `get_ts` — original Oplog on
 //! clocks that are *not* synchronized. On a skewed clock an update that follows another in real
 //! time can then sort before it. [`OplogShortcuts::uncertain_by_thread`] orders timestamps
-//! closer than the boundary by thread instead of by value (point 1 above). `tests/oplog.rs`
+//! closer than the boundary by thread instead of by value (point 1 above). `tests/engine/oplog.rs`
 //! shows `ordo-check` rejecting the history of each.
 
 mod rmap;

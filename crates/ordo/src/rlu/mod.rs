@@ -55,7 +55,7 @@
 //! counter lags by up to `B` (within the claimed boundary!) can start after the snapshot with
 //! `w < r ≤ w + B`: it neither steals nor is waited for, and reads the originals while the
 //! writer overwrites them, after an earlier reader already saw the new values. The negative
-//! test in `tests/rlu_shortcuts.rs` scripts exactly that and `ordo-check` rejects the history.
+//! test in `tests/rlu/rlu_shortcuts.rs` scripts exactly that and `ordo-check` rejects the history.
 //!
 //! *Deviation from Fig. 7.* The figure stores as write clock the reading that `new_time`
 //! returns. Fact 2 would then need `r > wc + B` for readers starting right after, which a reader
@@ -76,12 +76,12 @@
 //! commit's synchronize. A *new* handle that takes over a dropped handle's thread id starts on
 //! log 0 with no synchronize in between, so it may overwrite a slot a reader is about to steal
 //! from: the header re-check is what keeps that copy from being returned (the removal test in
-//! `tests/rlu_mechanisms.rs` scripts it). Nodes freed in a section are recycled only after the
+//! `tests/rlu/rlu_mechanisms.rs` scripts it). Nodes freed in a section are recycled only after the
 //! commit that publishes the unlinking *and* the next commit of the same thread (or a full
 //! grace period when the thread handle is dropped); one synchronize already suffices, since
 //! readers that steal never reach an unlinked node. A node recycled earlier — before the
 //! synchronize — could be rewritten under a reader that still holds a link to it
-//! (`tests/rlu_mechanisms.rs`).
+//! (`tests/rlu/rlu_mechanisms.rs`).
 //!
 //! ## Deferral (RLU §3.7), off by default
 //!
@@ -111,7 +111,7 @@
 //!
 //! *What deferral relaxes.* An update returns before others can see it. A history is
 //! linearizable when each operation of a thread with deferred writes is taken to complete at
-//! the commit that publishes them — `tests/rlu_defer.rs` records it that way and checks it
+//! the commit that publishes them — `tests/rlu/rlu_defer.rs` records it that way and checks it
 //! with `ordo-check` on every clock. Without that (stamping completion when the call returns)
 //! a later reader on another thread may miss an update that has returned: RLU's deferral trades
 //! real-time order for fewer synchronizes, as in the RLU paper.

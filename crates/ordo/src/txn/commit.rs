@@ -24,7 +24,7 @@
 //! dropped — no wait in step 3, validation overlapping the wait, the wait before step 2 — and
 //! `Shortcuts` (feature `shortcuts`) can do exactly that so the negative tests can show the
 //! checker catching each one; `log_after_install` swaps the two halves of step 5, which
-//! `tests/durable_order.rs` shows losing a value a reader saw.
+//! `tests/durable/durable_order.rs` shows losing a value a reader saw.
 //!
 //! # Lemmas kept
 //! * **Read invariant**: a version read at `v <= rts` has no successor in `(v, rts]`.

@@ -34,7 +34,7 @@
 //! can appear behind it. The other modes keep their timestamps: strict SI must not let a blind
 //! write slip past a concurrent committer, so it still waits; the non-strict modes read at
 //! `now().lo`, already in the past. `Shortcuts::skip_read_revalidation` removes the
-//! revalidation, and `tests/shortcuts.rs` shows the checker catching the torn read it allows.
+//! revalidation, and `tests/engine/shortcuts.rs` shows the checker catching the torn read it allows.
 //!
 //! An operation that aborts marks the attempt *doomed*: every later operation returns the same
 //! abort, and `commit` does too, so nothing built on an inconsistent read can be committed.

@@ -3,7 +3,7 @@
 //! Each key is one object holding `[len, v0, v1, ... v(CAP-1)]` as u64 words. An append is a
 //! read-modify-write of that object; a read returns the list. Values are unique per attempt
 //! (`thread << 40 | counter`), so every dependency can be recovered from the lists alone.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)] // shared by the modules of one test binary
 
 use ordo::{Addr, Error, Options, Ordo, Tx};
 use ordo_check::{Recorder, TxnRecorder};

@@ -2,7 +2,7 @@
 //! "bucket tag" (see `ordo::rlu::hashset`), checked for strict serializability by `ordo-check`
 //! (= linearizability of the tag register), then replayed along the tag chain against a
 //! `BTreeSet` model (= every result is the one the set gives at that point of the order).
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)] // shared by the modules of one test binary
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;

@@ -5,7 +5,7 @@
 #![cfg(feature = "shortcuts")]
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 

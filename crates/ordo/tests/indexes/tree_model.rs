@@ -5,7 +5,7 @@
 //! shrinkage back to an empty root by merges, redistributions and root collapses.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod tree_common;
+use crate::tree_common;
 
 use ordo::Versions;
 use ordo::tree::{BTree, TreeOptions, TreeStats};

@@ -4,7 +4,7 @@
 //! redistributions and root changes frequent; proptest shrinks a failure to a minimal sequence.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod tree_common;
+use crate::tree_common;
 
 use std::ops::Bound;
 

@@ -3,7 +3,7 @@
 //! were overwritten with garbage, give errors — never a panic or a hang.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod map_common;
+use crate::map_common;
 
 use map_common::{Model, assert_same, db};
 use ordo::map::{DEPTH_BITS_MAX, HashMap, KEY_BYTES_MAX, MapOptions, VALUE_BYTES_MAX};

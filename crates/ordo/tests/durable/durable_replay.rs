@@ -3,7 +3,7 @@
 //! the checkpointer replays only what it has not replayed yet.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
-mod durable_common;
+use crate::durable_common;
 
 use durable_common::*;
 use ordo::durable::Mode;

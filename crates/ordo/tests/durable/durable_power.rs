@@ -6,7 +6,7 @@
 //! must catch the loss.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
-mod durable_common;
+use crate::durable_common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,7 @@
 //! applied only the committed ones, and every operation returns what the model returns.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod map_common;
+use crate::map_common;
 
 use map_common::{Model, assert_same, db, key};
 use ordo::Versions;

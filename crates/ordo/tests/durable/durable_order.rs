@@ -10,7 +10,7 @@
 #![cfg(feature = "shortcuts")]
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
-mod durable_common;
+use crate::durable_common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};

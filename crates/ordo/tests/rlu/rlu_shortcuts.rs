@@ -18,7 +18,7 @@
 #![cfg(feature = "shortcuts")]
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
-mod set_common;
+use crate::set_common;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};

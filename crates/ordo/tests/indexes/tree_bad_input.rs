@@ -3,7 +3,7 @@
 //! key, bad options, and addresses that are not trees (typed corruption errors, no panic).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod tree_common;
+use crate::tree_common;
 
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 use std::ops::ControlFlow;

@@ -8,7 +8,7 @@
 //! so validation can fail after the scan): opacity means even those saw one snapshot.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod tree_common;
+use crate::tree_common;
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, ControlFlow};

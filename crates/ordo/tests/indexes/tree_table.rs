@@ -3,7 +3,7 @@
 //! transaction leaves no trace.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod tree_common;
+use crate::tree_common;
 
 use std::ops::Bound::{Included, Unbounded};
 use std::ops::ControlFlow;

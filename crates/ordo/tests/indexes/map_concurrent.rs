@@ -10,7 +10,7 @@
 //! objects, hence disjoint keys, and any order between them replays the same.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod map_common;
+use crate::map_common;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! leave no trace — through growth by splits, deep directories, overflow chains, and emptying.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod map_common;
+use crate::map_common;
 
 use map_common::{Model, assert_same, db, key, short_key, value};
 use ordo::Versions;

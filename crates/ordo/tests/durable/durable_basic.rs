@@ -2,7 +2,7 @@
 //! behaviour, and bad directories giving typed errors without changing anything.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
-mod durable_common;
+use crate::durable_common;
 
 use durable_common::*;
 use ordo::durable::format::FORMAT_VERSION;

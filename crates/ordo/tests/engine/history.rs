@@ -4,7 +4,7 @@
 //! recorded and checked too (opacity).
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
-mod common;
+use crate::common;
 
 use ordo::{Config, Isolation, Options, Ordo, Versions};
 use ordo_check::{

@@ -5,7 +5,7 @@
 //! the other thread's segment fails, and the power is cut.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
-mod durable_common;
+use crate::durable_common;
 
 use std::sync::Arc;
 

@@ -12,7 +12,7 @@
 //!   updates stay invisible.
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
-mod set_common;
+use crate::set_common;
 
 use std::collections::BTreeSet;
 use std::num::NonZeroUsize;

@@ -3,7 +3,7 @@
 //! logical clock, a skewed test clock (skew within its boundary) and the ORDO clock.
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
-mod set_common;
+use crate::set_common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! were deleted. A bounded log makes commits wait for the checkpointer (counted).
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
-mod durable_common;
+use crate::durable_common;
 
 use std::sync::Arc;
 
