@@ -281,7 +281,8 @@ impl<C: Clock> Ordo<C> {
             return Err(Error::Config("open_durable needs config.durability".into()));
         };
         let (ts, scanned) =
-            match crate::durable::prescan(&*d.storage, &d.dir, d.replay_threads.max(1), true) {
+            match crate::durable::prescan(&*d.storage, &d.dir, d.replay_threads.max(1), true, true)
+            {
                 Ok(scan) => (scan.report().recovered_ts, Some(scan)),
                 Err(crate::durable::DurableError::NoDatabase { .. }) => (0, None),
                 Err(e) => return Err(e.into()),

@@ -56,6 +56,18 @@ pub trait Storage: Send + Sync + Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Creates a directory and its parents.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Locks the existing directory `dir` until the guard is dropped: `exclusive` for the one
+    /// process that opens the database, shared for readers (`ordo inspect`). A conflicting
+    /// holder gives [`io::ErrorKind::WouldBlock`] at once. Nothing is written to `dir`.
+    fn lock_dir(&self, dir: &Path, exclusive: bool) -> io::Result<DirLock>;
+}
+
+/// A held lock on a database directory ([`Storage::lock_dir`]); released when dropped, or when
+/// the process dies.
+#[derive(Debug)]
+pub struct DirLock {
+    /// The directory, open read-only, holding a `flock` (none for a simulated storage).
+    _dir: Option<File>,
 }
 
 /// The operating system's files.
@@ -101,6 +113,22 @@ impl StorageFile for RealFile {
 }
 
 impl Storage for RealStorage {
+    fn lock_dir(&self, dir: &Path, exclusive: bool) -> io::Result<DirLock> {
+        // `flock` on the directory itself: no lock file to create, so a read-only reader leaves
+        // the directory unchanged, and the kernel drops the lock when its holder dies.
+        use std::os::fd::AsRawFd;
+        let f = File::open(dir)?;
+        let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+        // SAFETY: flock only reads its scalar arguments; the descriptor is owned by `f`, open for
+        // the duration of the call (and of the lock, which `DirLock` keeps with it).
+        // (`File::try_lock` does the same but needs Rust 1.89; the MSRV is 1.85.)
+        let rc = unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(DirLock { _dir: Some(f) });
+        }
+        // EWOULDBLOCK is EAGAIN on Linux: io::ErrorKind::WouldBlock.
+        Err(io::Error::last_os_error())
+    }
     fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
         let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
         Ok(Arc::new(RealFile(f)))
@@ -421,6 +449,11 @@ impl StorageFile for FaultFile {
 }
 
 impl Storage for FaultStorage {
+    /// No lock: a test "crashes" a database by freezing its storage and opens the directory
+    /// again in the same process, as a restarted process would after the holder died.
+    fn lock_dir(&self, _dir: &Path, _exclusive: bool) -> io::Result<DirLock> {
+        Ok(DirLock { _dir: None })
+    }
     fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
         let mut st = lock(&self.state);
         st.check(FaultOp::Create, path)?;

@@ -20,6 +20,13 @@
 //!   records with `C < wts <= D` in timestamp order into the heap files (the newest image per
 //!   object only), persist C = D, delete the segments, map the files and rebuild the slab
 //!   bitmaps from the object headers.
+//! * **One writer per directory**: an open holds an exclusive `flock` on the directory itself
+//!   (no lock file, so a refused open changes nothing) for as long as the database lives, and
+//!   [`inspect`] a shared one; the kernel drops it when the holder dies, so a crash never
+//!   leaves a stale lock. A second open gets [`DurableError::Locked`] after a bounded wait
+//!   (`LOCK_WAIT`, for a dropped database whose background checkpoint is still finishing).
+//!   Without it two processes would append to the same segments and replay over the same heap
+//!   files, and `inspect` would map segments while they are written.
 //!
 //! # Where this differs from DESIGN §5, and why
 //! * The marker is a record in the leader's own log chunk, not a separate file: recovery trusts
@@ -216,6 +223,13 @@ pub enum DurableError {
         /// What is wrong.
         reason: String,
     },
+    /// Another process (or another open database of this one) holds the directory: a database
+    /// directory has one writer, and readers only while it has none.
+    #[error("{dir} is in use by another open database (its directory lock is held)")]
+    Locked {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// The directory holds no database (no manifest) and creation was not asked for.
     #[error("{dir} holds no Ordo database (no MANIFEST)")]
     NoDatabase {
@@ -299,6 +313,8 @@ pub(crate) struct Durable {
     pub(crate) checkpointer: checkpoint::Checkpointer,
     storage: Arc<dyn Storage>,
     dir: PathBuf,
+    /// The exclusive directory lock, held while the database is open.
+    _lock: io::DirLock,
 }
 
 impl Durable {
@@ -334,6 +350,17 @@ pub(crate) fn open(
     storage.create_dir_all(dir).map_err(|source| {
         wrap(DurableError::Io { op: "create directory", path: dir.clone(), source })
     })?;
+    // A scan handed in holds the exclusive lock already; otherwise take it before reading.
+    let (scanned, lock) = match scanned {
+        Some(mut scan) => {
+            let lock = match scan.lock.take() {
+                Some(lock) => lock,
+                None => lock_dir(&*storage, dir, true).map_err(wrap)?,
+            };
+            (Some(scan), lock)
+        }
+        None => (None, lock_dir(&*storage, dir, true).map_err(wrap)?),
+    };
     let names = storage
         .list(dir)
         .map_err(|source| wrap(DurableError::Io { op: "list", path: dir.clone(), source }))?;
@@ -387,14 +414,51 @@ pub(crate) fn open(
     let marker = report.recovered_ts;
     let log = log::Log::new(storage.clone(), dir, threads, next_seq, marker, settings);
     let checkpointer = checkpoint::Checkpointer::new(report.recovered_ts, config.replay_threads);
-    Ok((Durable { log, report, checkpointer, storage, dir: dir.clone() }, files, regions))
+    Ok((
+        Durable { log, report, checkpointer, storage, dir: dir.clone(), _lock: lock },
+        files,
+        regions,
+    ))
 }
 
 /// Reads what recovery of `dir` would do, without changing anything (for `ordo recover` and
-/// `ordo inspect`).
+/// `ordo inspect`). [`DurableError::Locked`] while the database is open elsewhere: its logs are
+/// being written.
 pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok(prescan(storage, dir, threads, false)?.report())
+    Ok(prescan(storage, dir, threads, false, false)?.report())
+}
+
+/// How long an open waits for a directory lock held by this process's last database: the lock
+/// is released when the database is dropped, which a background checkpoint in flight may delay
+/// by the length of that checkpoint. Another process's lock is reported after the same wait.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Takes the lock of the existing directory `dir` (see [`Storage::lock_dir`]), waiting at most
+/// `LOCK_WAIT` for a holder to let go.
+fn lock_dir(
+    storage: &dyn Storage,
+    dir: &Path,
+    exclusive: bool,
+) -> Result<io::DirLock, DurableError> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match storage.lock_dir(dir, exclusive) {
+            Ok(lock) => return Ok(lock),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(DurableError::Locked { dir: dir.to_path_buf() });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(DurableError::NoDatabase { dir: dir.to_path_buf() });
+            }
+            Err(source) => {
+                return Err(DurableError::Io { op: "lock", path: dir.to_path_buf(), source });
+            }
+        }
+    }
 }
 
 /// The scan of `dir` on `threads` threads (`replay`: gathering what replay needs), or
@@ -404,7 +468,12 @@ pub(crate) fn prescan(
     dir: &Path,
     threads: usize,
     replay: bool,
+    exclusive: bool,
 ) -> Result<recovery::Scan, DurableError> {
+    let lock = match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        _ => Some(lock_dir(storage, dir, exclusive)?),
+    };
     let names = storage.list(dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             DurableError::NoDatabase { dir: dir.to_path_buf() }
@@ -415,7 +484,9 @@ pub(crate) fn prescan(
     if !names.iter().any(|n| n == format::MANIFEST) {
         return Err(DurableError::NoDatabase { dir: dir.to_path_buf() });
     }
-    recovery::scan(storage, dir, threads, replay)
+    let mut scan = recovery::scan(storage, dir, threads, replay)?;
+    scan.lock = lock;
+    Ok(scan)
 }
 
 /// Counters of a durable database's log.

@@ -183,6 +183,8 @@ pub(crate) struct Scan {
     started: Instant,
     /// Per segment, per replay thread, the entries of its records ([`SegScan::spans`]).
     spans: Vec<Vec<Vec<Span>>>,
+    /// The directory lock taken before the scan ([`super::prescan`]); an open keeps it.
+    pub(crate) lock: Option<super::io::DirLock>,
 }
 
 impl Scan {
@@ -354,7 +356,7 @@ pub(crate) fn scan(
     // An interrupted checkpoint may have left heap images up to H.
     report.recovered_ts = d.max(ckpt.heap_max_ts);
     report.scan_ns = started.elapsed().as_nanos() as u64;
-    Ok(Scan { manifest, segs, report, started, spans })
+    Ok(Scan { manifest, segs, report, started, spans, lock: None })
 }
 
 /// Checks every chunk of one segment: its records, its markers, its bad records.

@@ -279,3 +279,26 @@ fn clock_behind_the_recovered_state_is_refused() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_directory_is_opened_by_one_database_at_a_time() {
+    let dir = temp_dir("lock");
+    let db = open(config(&dir, Mode::Process, None)).unwrap();
+    let a = db.run(|tx| tx.alloc(&7u64)).unwrap();
+    // A second writer would append to the same segments and replay over the same heap files.
+    let before = snapshot(&dir);
+    match open(config(&dir, Mode::Process, None)) {
+        Err(Error::Durable(e)) => assert!(matches!(*e, DurableError::Locked { .. }), "{e}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a second database opened the directory"),
+    }
+    assert_eq!(before, snapshot(&dir), "the refused open changed the directory");
+    // A reader would map segments that are being written.
+    let r = ordo::durable::inspect(&ordo::durable::io::RealStorage, &dir);
+    assert!(matches!(r, Err(DurableError::Locked { .. })), "{r:?}");
+    drop(db);
+    // Released with the database: readers and the next writer get in.
+    ordo::durable::inspect(&ordo::durable::io::RealStorage, &dir).unwrap();
+    let db = open(config(&dir, Mode::Process, None)).unwrap();
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 7);
+}
