@@ -116,23 +116,20 @@ pub(crate) fn commit<C: Clock, P: Participant>(
 
     shortcuts.step(Step::Validated);
 
-    // Unsafe variant: install first, so readers may see values not yet in the log.
-    if shortcuts.log_after_install {
-        participant.commit_primary(writes, wts);
-        shortcuts.step(Step::Installed);
+    // Step 5: the redo record first, then install and unlock. The unsafe variant swaps them,
+    // so readers may see values not yet in the log (its logging error is returned as is: the
+    // writes are already installed and cannot be aborted).
+    if !shortcuts.log_after_install {
         if let Err(e) = participant.commit_backup(writes, wts) {
             participant.abort(writes);
             return Err(e);
         }
-        writes.clear();
-        return Ok(CommitInfo { rts, wts: Some(wts), write_wait_ns });
-    }
-    if let Err(e) = participant.commit_backup(writes, wts) {
-        participant.abort(writes);
-        return Err(e);
     }
     participant.commit_primary(writes, wts);
     shortcuts.step(Step::Installed);
+    if shortcuts.log_after_install {
+        participant.commit_backup(writes, wts)?;
+    }
     writes.clear();
     Ok(CommitInfo { rts, wts: Some(wts), write_wait_ns })
 }
