@@ -9,8 +9,9 @@
 //!    checkpoint, kept per chunk) and collect those with `C < wts <= X`. A chunk is read in
 //!    blocks until its first zero or bad record (a record being appended fails its checksum:
 //!    it is above X). The offset moves past a record only when every record before it in the
-//!    chunk is at or below X (a chunk's records are one slot's, appended in timestamp order,
-//!    but a later record at or below X is replayed even behind one above X), and only once
+//!    chunk is at or below X (records of a chunk are nearly in timestamp order — a
+//!    slot's in process mode, the stream's in staging order in sync mode — and a later record
+//!    at or below X is replayed even behind one above X), and only once
 //!    the checkpoint is persisted;
 //! 2. **backward filtering**: only the newest image of each address is kept (images are whole
 //!    objects, so older ones are dead);
@@ -117,7 +118,11 @@ impl Checkpointer {
         dir: &Path,
     ) -> Result<CheckpointReport, DurableError> {
         let x = match log.mode() {
-            Mode::Sync => log.marker(),
+            Mode::Sync => {
+                // Commits that did not wait for the marker become durable here at the latest.
+                log.sync_appended()?;
+                log.marker()
+            }
             Mode::Process => log.appended_bound(),
         };
         let c = self.ts();

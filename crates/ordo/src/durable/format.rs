@@ -11,8 +11,10 @@
 //!
 //! Segment header: magic "ORDOLOG\0" | version u32 | chunk_bytes u32 | seq u64 | chunks u32 |
 //! mode u32 (1 = process: every valid record counts; 2 = sync: records count up to the marker) |
-//! crc32c u32 of bytes 0..32. A chunk belongs to one thread for its whole life and holds that
-//! thread's records back to back from its start; the zero bytes after the last record end it.
+//! crc32c u32 of bytes 0..32. A chunk has one writer for its whole life — a thread in process
+//! mode, the group-commit stream in sync mode (whose records are in staging order, not quite
+//! timestamp order) — and holds its records back to back from its start; the zero bytes after
+//! the last record end it.
 //!
 //! Record (8-byte aligned):
 //! ```text

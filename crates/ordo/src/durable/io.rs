@@ -323,7 +323,7 @@ impl FaultStorage {
     /// recovery must cope with any subset. Returns the number of writes undone.
     pub fn power_loss_keeping(&self, seed: u64) -> io::Result<usize> {
         let mut rng = seed;
-        self.power_loss_with(move |_| {
+        self.power_loss_with(move |_, _| {
             if seed == 0 {
                 return false;
             }
@@ -340,10 +340,20 @@ impl FaultStorage {
     /// `keep` accepts (by the path the file was first changed under) and none to the others:
     /// a scripted reordering for tests that need one exact crash state.
     pub fn power_loss_keeping_files(&self, keep: impl Fn(&Path) -> bool) -> io::Result<usize> {
+        self.power_loss_with(|p, _| keep(p))
+    }
+
+    /// Power loss where the device had already written exactly the unsynced writes `keep`
+    /// accepts, by path and byte offset (the offset the write started at): a scripted
+    /// reordering inside one file.
+    pub fn power_loss_keeping_writes(
+        &self,
+        keep: impl Fn(&Path, u64) -> bool,
+    ) -> io::Result<usize> {
         self.power_loss_with(keep)
     }
 
-    fn power_loss_with(&self, mut keep: impl FnMut(&Path) -> bool) -> io::Result<usize> {
+    fn power_loss_with(&self, mut keep: impl FnMut(&Path, u64) -> bool) -> io::Result<usize> {
         let mut st = lock(&self.state);
         st.frozen = true;
         let mut undone = 0;
@@ -352,7 +362,7 @@ impl FaultStorage {
             let grown = u.file.metadata()?.len() > u.len_bytes;
             let mut kept_any_growth = false;
             for (offset, old) in u.writes.iter().rev() {
-                if keep(&u.path) {
+                if keep(&u.path, *offset) {
                     kept_any_growth |= grown;
                     continue;
                 }

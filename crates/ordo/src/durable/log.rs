@@ -1,64 +1,81 @@
 //! Per-thread redo logs and the group-commit marker (SPHT Alg. 3 and 4 on files).
 //!
-//! # Logs
+//! # Process mode: per-thread chunks
 //! Each worker slot appends its records to its own **chunk**, a thread-private extent of a
-//! preallocated segment file: no shared log, no log lock, one `pwrite` per commit. Chunks of all
-//! threads share segment files so that one `fdatasync` per segment covers every thread's
-//! pending records — on files durability is per file, and one file per thread would cost one
-//! device flush per thread per round (see the module docs of [`crate::durable`]).
+//! preallocated segment file: no shared log, no log lock, one `pwrite` per commit, issued by
+//! the committing thread before it unlocks — the page cache survives a process crash
+//! (SPHT-eADR Alg. 4). No marker and no flush.
+//!
+//! # Sync mode: one stream, written by the round
+//! On persistent memory a committer's log stores sit in the volatile cache until flushed; on
+//! files a `pwrite` lands in the volatile page cache, and only `fdatasync` makes anything
+//! durable. Who issues the `pwrite` is therefore free, and it decides what a flush costs: a
+//! flush of one contiguous run of pages runs at the speed of a single-record flush, a flush
+//! of one page per thread scattered over the segment (the process-mode layout, one chunk per
+//! slot) at a third of it on this machine's disk (`docs/results/2026-11-22-s3-scatter-flush.py`).
+//! So in sync mode a committer **stages** its finished record — copies it, under a short
+//! lock, to the next free bytes of a single log **stream** (its place in a chunk of the stream
+//! is reserved at once, so a chunk or segment that cannot be had fails the commit before it
+//! installs) — and the round's leader writes everything staged, followed by its marker, with
+//! one `pwrite` at the stream's end: each round is one contiguous write followed by one flush.
+//! The record exists (staged) before the commit installs, as FaRMv2 step 5 asks; no write it
+//! made is reported before a marker covers it, and recovery replays nothing above the marker,
+//! so a record staged in memory is worth exactly what a record written but not flushed was.
 //!
 //! # The marker (sync mode)
 //! A committer publishes a lower bound `lower` of its write timestamp in its slot *before*
-//! drawing `wts` (FaRMv2's `get_ts`), appends its record under its locks, then stores
+//! drawing `wts` (FaRMv2's `get_ts`), stages its record under its locks, then stores
 //! `appended = wts` and clears `lower`. A round (run by one committer, the leader, under
 //! `sync_lock`) computes the marker
 //!
 //! ```text
-//! A: M = max over slots of appended          (records already in the OS)
+//! A: M = max over slots of appended          (records already staged)
 //! B: for every slot: lower (SeqCst), then appended;   D = min(M, min(lower) - 1)
 //! ```
 //!
-//! **Claim**: every record with `wts <= D` was appended before its slot was read in B, so a sync
-//! issued after B covers it. Otherwise its commit either still held `lower <= wts` at B (then
-//! `D < wts`), or published `lower` after B read the slot; then its `get_ts` started after every
-//! record counted in M was appended, so `wts > M >= D` (get_ts increases along happens-before).
+//! **Claim**: every record with `wts <= D` was staged before its slot was read in B, so the
+//! runs the leader takes from the stream after B hold it. Otherwise its commit either still
+//! held `lower <= wts` at B (then `D < wts`), or published `lower` after B read the slot; then
+//! its `get_ts` started after every record counted in M was staged, so `wts > M >= D` (get_ts
+//! increases along happens-before). Hence also: every record staged after the leader took the
+//! runs is above `D`, and every record written after a marker `D` in the stream is above `D`.
 //!
-//! The leader then reads the **frontier** — for every slot with records no completed round
-//! covered, where its current chunk ends (published before `appended`, so it lies past every
-//! record counted in B) — appends a marker record `D` naming that frontier to its own chunk,
-//! and issues **one `fdatasync` per segment with unsynced appends**. Chunks of all threads
-//! share segments, so a round is usually one flush covering every thread's records and the
-//! marker together; committers return once the in-memory marker (published after the flush)
-//! covers their `wts`.
+//! The leader then takes every staged run, appends a marker record `D` to the stream behind
+//! them, writes the runs (usually one: the stream's next bytes), and issues **one
+//! `fdatasync` per segment with unsynced writes** (usually one). Committers return once the
+//! in-memory marker, published after the flush, covers their `wts`.
 //!
-//! The marker may reach the disk before the records it covers (the device persists unsynced
-//! pages in any order, and a round may flush several segments). Recovery therefore trusts a
-//! marker only when (1) it lies inside the valid prefix of its own chunk — which covers the
-//! leader's own records before it — and (2) every chunk of its frontier has a valid prefix
-//! reaching the named end (a chunk of a segment that no longer exists was deleted by a
-//! checkpoint, so all its records are at or below C). A record with `wts <= D` is either in a
-//! frontier chunk before the named end, or was covered by an earlier round's completed flush,
-//! or sits in an older chunk of its slot, which is flushed when the slot moves to a new chunk
-//! (once per chunk, see `write_record`). So a trusted marker `D` implies every record at or
-//! below `D` is on the disk, and a completed round leaves a trusted marker: one flush per round,
-//! one flush per commit on one thread.
+//! A round may span chunks (and so segments), and the device persists unsynced pages in any
+//! order, so the marker can reach the disk before records it covers. Recovery therefore
+//! trusts a marker only when (1) it lies inside the valid prefix of its own chunk — which
+//! covers the round's records before it in that chunk — and (2) every other chunk the round
+//! wrote to, which the marker names as its **frontier** (`(segment, chunk, end)`), has a
+//! valid prefix reaching the named end (a chunk of a segment that no longer exists was
+//! deleted by a checkpoint, so all its records are at or below C). A record with `wts <= D`
+//! was written by this round (before the marker in its chunk, or in a frontier chunk) or by
+//! an earlier round whose flush completed. So a trusted marker `D` implies every record at or
+//! below `D` is on the disk, and a completed round leaves a trusted marker.
 //!
-//! `tests/durable/durable_group.rs` scripts both crash states (a marker flushed before another
-//! segment's records; a record left in a slot's previous chunk) and fails with either check
-//! removed; `tests/durable/durable_power.rs` cuts power at random points with and without random
-//! unsynced writes kept.
+//! `tests/durable/durable_group.rs` scripts the crash states of a round spanning chunks and
+//! segments (the marker flushed, a frontier chunk's records not) and fails with the frontier
+//! check removed; `tests/durable/durable_power.rs` cuts power at random points with and
+//! without random unsynced writes kept.
 //!
 //! # Batching
 //! A waiting committer leads a round when `sync_lock` is free, otherwise it sleeps until a
-//! round ends (or `WAIT_SLICE`). Committers that append while a flush is in flight are
+//! round ends (or `WAIT_SLICE`). Committers that stage while a flush is in flight are
 //! covered by the next round together. With `group_wait` (250 us by default) a leader first
 //! waits, bounded, for the committers the previous round released (`gather`): closed-loop
 //! threads then share every flush instead of alternating between two half-full rounds.
+//! A commit that does not wait (`Options::wait_durable = false`) is made durable by the next
+//! round: another committer's, or the checkpointer's, which runs one before each checkpoint.
 //!
 //! # Invariants
 //! * The durable marker only grows, and every record with `wts <= marker` is on stable storage.
-//! * A failed `fdatasync` poisons the log (no retry: the kernel may have dropped the pages);
-//!   every later durable commit fails.
+//! * In sync mode only a round leader (under `sync_lock`) writes to the segments, at the
+//!   stream's end; the stream's bytes are written in the order they were staged.
+//! * A failed `write` or `fdatasync` of a round poisons the log (no retry: the kernel may have
+//!   dropped the pages); every later durable commit fails.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -70,6 +87,11 @@ use crossbeam_utils::CachePadded;
 use super::format::{KIND_MARKER, RecordBuf, SEGMENT_HEADER_BYTES, SegmentHeader, segment_file};
 use super::io::{Storage, StorageFile};
 use super::{DurableError, Mode};
+
+/// Bytes of a marker record naming `frontier` chunks.
+fn marker_len(frontier: usize) -> usize {
+    super::format::RECORD_HEADER_BYTES + frontier * (super::format::ENTRY_HEADER_BYTES + 16)
+}
 
 /// `lower` of a slot with no commit between drawing its timestamp and appending.
 pub(crate) const IDLE: u64 = u64::MAX;
@@ -130,23 +152,84 @@ struct ChunkWriter {
     hint: Option<(Arc<Segment>, u64, u64)>,
 }
 
-impl ChunkWriter {
-    fn end(&self) -> Option<ChunkEnd> {
-        self.at.as_ref().map(|(seg, chunk)| ChunkEnd {
-            seq: seg.header.seq,
-            chunk: *chunk,
-            end_bytes: self.pos,
-        })
-    }
-}
-
-/// Where a slot's records end: a marker names these (its frontier), and recovery trusts the
-/// marker only when every named chunk's valid prefix reaches its end.
+/// Where a round's bytes end in a chunk other than its marker's: a marker names these (its
+/// frontier), and recovery trusts the marker only when every named chunk's valid prefix
+/// reaches its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ChunkEnd {
     seq: u64,
     chunk: u32,
     end_bytes: u32,
+}
+
+/// Staged bytes of the sync-mode stream inside one chunk, not yet written.
+#[derive(Debug)]
+struct Run {
+    seg: Arc<Segment>,
+    chunk: u32,
+    /// Offset of the run's first byte inside the chunk.
+    start_bytes: u32,
+    bytes: Vec<u8>,
+    records: u64,
+}
+
+impl Run {
+    fn end(&self) -> ChunkEnd {
+        ChunkEnd {
+            seq: self.seg.header.seq,
+            chunk: self.chunk,
+            end_bytes: self.start_bytes + self.bytes.len() as u32,
+        }
+    }
+}
+
+/// The sync-mode log stream (module docs, "Sync mode"): where the next staged byte goes, and
+/// what is staged but not yet written.
+#[derive(Debug, Default)]
+struct Stream {
+    at: Option<(Arc<Segment>, u32)>,
+    /// Next free byte inside the current chunk.
+    pos: u32,
+    /// Staged runs in stream order; a run never spans chunks.
+    runs: Vec<Run>,
+    /// Emptied run buffers, for reuse.
+    spare: Vec<Vec<u8>>,
+    /// The round's marker record.
+    marker: RecordBuf,
+}
+
+impl Stream {
+    fn fits(&self, len: usize, chunk_bytes: u32) -> bool {
+        self.at.is_some() && self.pos as usize + len <= chunk_bytes as usize
+    }
+
+    /// Appends `bytes` (one record, already known to fit) at the stream's end.
+    fn push(&mut self, bytes: &[u8], ts: u64) {
+        let Some((seg, chunk)) = &self.at else {
+            return;
+        };
+        seg.max_ts.fetch_max(ts, Ordering::AcqRel);
+        let extends = self.runs.last().is_some_and(|r| {
+            Arc::ptr_eq(&r.seg, seg)
+                && r.chunk == *chunk
+                && r.start_bytes as usize + r.bytes.len() == self.pos as usize
+        });
+        if !extends {
+            let run = Run {
+                seg: seg.clone(),
+                chunk: *chunk,
+                start_bytes: self.pos,
+                bytes: self.spare.pop().unwrap_or_default(),
+                records: 0,
+            };
+            self.runs.push(run);
+        }
+        if let Some(run) = self.runs.last_mut() {
+            run.bytes.extend_from_slice(bytes);
+            run.records += 1;
+        }
+        self.pos += bytes.len() as u32;
+    }
 }
 
 /// A worker slot's log state.
@@ -159,9 +242,7 @@ pub(crate) struct SlotLog {
     /// The number of the completed round that last covered new records of this slot (released
     /// its committer).
     released: AtomicU64,
-    /// The end of the slot's last record, published before `appended` (the round reads it
-    /// without waiting for a writer that is busy appending).
-    end: Mutex<Option<ChunkEnd>>,
+    /// Process mode: the slot's chunk. Sync mode: only its record buffer.
     writer: Mutex<ChunkWriter>,
 }
 
@@ -172,7 +253,6 @@ impl Default for SlotLog {
             appended: AtomicU64::new(0),
             covered: AtomicU64::new(0),
             released: AtomicU64::new(0),
-            end: Mutex::new(None),
             writer: Mutex::new(ChunkWriter::default()),
         }
     }
@@ -212,6 +292,8 @@ pub(crate) struct Log {
     segments: Mutex<Vec<Arc<Segment>>>,
     next_seq: AtomicU64,
     slots: Box<[CachePadded<SlotLog>]>,
+    /// Sync mode: the stream all records are staged to.
+    stream: Mutex<Stream>,
     marker: AtomicU64,
     sync_lock: Mutex<Vec<u64>>,
     /// Rounds that advanced the marker (written under `sync_lock`).
@@ -261,6 +343,7 @@ impl Log {
             segments: Mutex::new(Vec::new()),
             next_seq: AtomicU64::new(first_seq),
             slots: (0..threads).map(|_| CachePadded::new(SlotLog::default())).collect(),
+            stream: Mutex::new(Stream::default()),
             marker: AtomicU64::new(marker),
             sync_lock: Mutex::new(vec![0; threads]),
             completed: AtomicU64::new(0),
@@ -373,30 +456,17 @@ impl Log {
         Ok((seg, 0))
     }
 
-    /// Writes the record in `w.buf` (already finished) to the slot's chunk.
+    /// Process mode: writes the record in `w.buf` (already finished) to the slot's chunk.
     fn write_record(
         &self,
         w: &mut ChunkWriter,
         record_len: usize,
     ) -> Result<Arc<Segment>, DurableError> {
-        if record_len > self.chunk_bytes as usize {
-            return Err(DurableError::RecordTooLarge {
-                len_bytes: record_len,
-                chunk_bytes: self.chunk_bytes as usize,
-            });
-        }
+        self.check_size(record_len)?;
         let fits = w.at.is_some() && w.pos as usize + record_len <= self.chunk_bytes as usize;
         if !fits {
             // Seal first: the checkpointer may be waiting for this chunk to delete its segment.
             if let Some((old, _)) = w.at.take() {
-                // Sync mode: a marker names only the slot's current chunk, so the records of
-                // the chunk left behind are flushed before the slot moves on (once per chunk).
-                if self.mode == Mode::Sync {
-                    if let Err(e) = old.sync(&self.stats) {
-                        old.sealed.fetch_add(1, Ordering::AcqRel);
-                        return self.poison(e);
-                    }
-                }
                 old.sealed.fetch_add(1, Ordering::AcqRel);
             }
             self.wait_for_room();
@@ -424,7 +494,54 @@ impl Log {
         Ok(seg)
     }
 
-    /// Appends a transaction record built by `fill` (which adds the entries) for `wts`.
+    fn check_size(&self, record_len: usize) -> Result<(), DurableError> {
+        if record_len > self.chunk_bytes as usize {
+            return Err(DurableError::RecordTooLarge {
+                len_bytes: record_len,
+                chunk_bytes: self.chunk_bytes as usize,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sync mode: stages one finished record at the stream's end (module docs, "Sync mode"),
+    /// moving the stream to a new chunk when it does not fit. Fails, staging nothing, when
+    /// no chunk can be had.
+    fn stage(&self, bytes: &[u8], ts: u64) -> Result<(), DurableError> {
+        self.check_size(bytes.len())?;
+        let mut waited = false;
+        loop {
+            let mut st = lock(&self.stream);
+            if !st.fits(bytes.len(), self.chunk_bytes) {
+                if !waited && self.log_full() {
+                    // Wait for the checkpointer without blocking the stream (a round needs it
+                    // to advance the marker the checkpointer waits for).
+                    drop(st);
+                    self.wait_for_room();
+                    waited = true;
+                    continue;
+                }
+                self.next_stream_chunk(&mut st)?;
+            }
+            st.push(bytes, ts);
+            return Ok(());
+        }
+    }
+
+    /// Seals the stream's chunk and moves the stream to a fresh one. The staged runs of the
+    /// old chunk stay staged: the checkpointer does not delete their segment, whose `max_ts`
+    /// is above the marker until a round has written them.
+    fn next_stream_chunk(&self, st: &mut Stream) -> Result<(), DurableError> {
+        if let Some((old, _)) = st.at.take() {
+            old.sealed.fetch_add(1, Ordering::AcqRel);
+        }
+        st.at = Some(self.claim_chunk()?);
+        st.pos = 0;
+        Ok(())
+    }
+
+    /// Appends a transaction record built by `fill` (which adds the entries) for `wts`: in
+    /// process mode written to the slot's chunk, in sync mode staged to the stream.
     pub(crate) fn append_tx(
         &self,
         slot: usize,
@@ -436,11 +553,13 @@ impl Log {
         let mut w = lock(&s.writer);
         w.buf.begin(super::format::KIND_TX, wts);
         fill(&mut w.buf);
-        let len = w.buf.finish().len();
-        let result = self.write_record(&mut w, len);
-        if result.is_ok() {
-            *lock(&s.end) = w.end();
-        }
+        let result = match self.mode {
+            Mode::Sync => self.stage(w.buf.finish(), wts),
+            Mode::Process => {
+                let len = w.buf.finish().len();
+                self.write_record(&mut w, len).map(|_| ())
+            }
+        };
         drop(w);
         if result.is_ok() {
             // Release: pairs with the Acquire loads of the A and B scans.
@@ -454,7 +573,7 @@ impl Log {
             drop(lock(&self.gather_wake.0));
             self.gather_wake.1.notify_one();
         }
-        result.map(|_| ())
+        result
     }
 
     /// SPHT Alg. 5 line 17, after the commit installed its writes and unlocked: start writeback
@@ -471,8 +590,9 @@ impl Log {
         }
     }
 
-    /// Waits until the marker covers `ts` (sync mode), leading rounds when nobody else does.
-    pub(crate) fn wait_durable(&self, slot: usize, ts: u64) -> Result<(), DurableError> {
+    /// Waits until the marker covers `ts` (sync mode), leading rounds when nobody else does;
+    /// `slot` is the waiting committer's (`None`: not a committer, its rounds do not gather).
+    pub(crate) fn wait_durable(&self, slot: Option<usize>, ts: u64) -> Result<(), DurableError> {
         if self.mode != Mode::Sync {
             return Ok(());
         }
@@ -482,8 +602,10 @@ impl Log {
                 return Ok(());
             }
             if let Ok(mut scratch) = self.sync_lock.try_lock() {
-                self.gather(slot);
-                let progressed = self.round(slot, &mut scratch);
+                if let Some(me) = slot {
+                    self.gather(me);
+                }
+                let progressed = self.round(&mut scratch);
                 drop(scratch);
                 drop(lock(&self.wake.0));
                 self.wake.1.notify_all();
@@ -544,7 +666,7 @@ impl Log {
     }
 
     /// One round: see the module docs. Returns whether the marker advanced.
-    fn round(&self, me: usize, seen: &mut [u64]) -> Result<bool, DurableError> {
+    fn round(&self, seen: &mut [u64]) -> Result<bool, DurableError> {
         self.stats.rounds.fetch_add(1, Ordering::Relaxed);
         // A. Acquire: pairs with the Release fetch_max in append_tx.
         let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
@@ -561,30 +683,64 @@ impl Log {
         if d <= self.marker() {
             return Ok(false);
         }
-        // C. The frontier: where each slot's chunk ends now, for every slot with records no
-        // completed round covered. A record counted in B has its end published before its
-        // `appended` (append_tx), so the frontier reaches past every record with wts <= D.
-        let mut frontier = Vec::new();
-        for (i, s) in self.slots.iter().enumerate() {
-            if seen[i] > s.covered.load(Ordering::Relaxed) {
-                if let Some(end) = *lock(&s.end) {
-                    frontier.push(end);
+        // C. Take every staged run (all records with wts <= D among them, by the claim) and
+        // put the marker behind them, naming the other chunks the round writes to.
+        let runs = {
+            let mut st = lock(&self.stream);
+            let mut touched: Vec<ChunkEnd> = Vec::new();
+            for r in &st.runs {
+                let e = r.end();
+                match touched.last_mut() {
+                    Some(t) if (t.seq, t.chunk) == (e.seq, e.chunk) => *t = e,
+                    _ => touched.push(e),
                 }
             }
+            let current = st.at.as_ref().map(|(seg, chunk)| (seg.header.seq, *chunk));
+            let here = touched.iter().filter(|t| Some((t.seq, t.chunk)) != current).count();
+            if !st.fits(marker_len(here), self.chunk_bytes) {
+                if let Err(e) = self.next_stream_chunk(&mut st) {
+                    return self.poison(e);
+                }
+            }
+            let current = st.at.as_ref().map(|(seg, chunk)| (seg.header.seq, *chunk));
+            let mut m = std::mem::take(&mut st.marker);
+            m.begin(KIND_MARKER, d);
+            for f in touched.iter().filter(|t| Some((t.seq, t.chunk)) != current) {
+                m.entry_words(f.seq, [u64::from(f.chunk), u64::from(f.end_bytes)]);
+            }
+            st.push(m.finish(), d);
+            st.marker = m;
+            std::mem::take(&mut st.runs)
+        };
+        // D. Write the runs in stream order: usually one `pwrite` of the records and the marker.
+        let mut written = Ok(());
+        for r in &runs {
+            if written.is_err() {
+                break;
+            }
+            let offset = SEGMENT_HEADER_BYTES
+                + u64::from(r.chunk) * u64::from(self.chunk_bytes)
+                + u64::from(r.start_bytes);
+            written = r.seg.file.write_at(&r.bytes, offset).map_err(|source| DurableError::Io {
+                op: "write",
+                path: r.seg.path.clone(),
+                source,
+            });
+            self.stats.records.fetch_add(r.records, Ordering::Relaxed);
+            self.stats.bytes.fetch_add(r.bytes.len() as u64, Ordering::Relaxed);
+            // Release: pairs with the Acquire load in Segment::sync (the pwrite is done).
+            r.seg.dirty.fetch_add(1, Ordering::Release);
         }
-        // D. The marker goes to our own chunk, behind our own records, naming the frontier.
-        let s = &self.slots[me];
-        let mut w = lock(&s.writer);
-        w.buf.begin(KIND_MARKER, d);
-        for f in &frontier {
-            w.buf.entry_words(f.seq, [u64::from(f.chunk), u64::from(f.end_bytes)]);
+        {
+            let mut st = lock(&self.stream);
+            for mut r in runs {
+                r.bytes.clear();
+                st.spare.push(r.bytes);
+            }
         }
-        let len = w.buf.finish().len();
-        if let Err(e) = self.write_record(&mut w, len) {
+        if let Err(e) = written {
             return self.poison(e);
         }
-        *lock(&s.end) = w.end();
-        drop(w);
         // E. One fdatasync per segment with unsynced appends: usually a single one, covering
         // every thread's records and the marker at once.
         let segs: Vec<Arc<Segment>> = lock(&self.segments).clone();
@@ -608,11 +764,11 @@ impl Log {
         Ok(true)
     }
 
-    /// Makes every appended record durable (sync mode), as worker slot 0: no transaction may
-    /// be running.
-    pub(crate) fn close(&self) -> Result<(), DurableError> {
+    /// Makes every record staged so far durable (sync mode; a no-op otherwise): at close,
+    /// and before each checkpoint, so that commits which did not wait become durable.
+    pub(crate) fn sync_appended(&self) -> Result<(), DurableError> {
         let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
-        self.wait_durable(0, m)
+        self.wait_durable(None, m)
     }
 
     /// Live segment files (for inspection and checkpointing).
@@ -692,20 +848,21 @@ impl Log {
         Ok(deleted)
     }
 
+    /// Claiming a chunk would create a segment beyond `segments_max`.
+    fn log_full(&self) -> bool {
+        if self.segments_max == 0 {
+            return false;
+        }
+        let segs = lock(&self.segments);
+        segs.len() >= self.segments_max
+            && segs.last().is_none_or(|s| s.next_chunk.load(Ordering::Acquire) >= s.header.chunks)
+    }
+
     /// Bounded log: before claiming a chunk in a new segment while `segments_max` segments
     /// exist, wait (up to `LOG_FULL_WAIT_MAX`, counted) for the checkpointer to delete one.
     /// Past the bound the commit goes on rather than deadlock on an idle thread's open chunk.
     fn wait_for_room(&self) {
-        if self.segments_max == 0 {
-            return;
-        }
-        let full = || {
-            let segs = lock(&self.segments);
-            segs.len() >= self.segments_max
-                && segs
-                    .last()
-                    .is_none_or(|s| s.next_chunk.load(Ordering::Acquire) >= s.header.chunks)
-        };
+        let full = || self.log_full();
         if !full() {
             return;
         }

@@ -5,9 +5,10 @@
 //!   mapping of it — copy-on-write DRAM pages, SPHT's shadow copy — and is never written back.
 //!   The files change only by replaying log records (at open, see [`recovery`]).
 //! * **Logs** (module `log`): the committing thread builds one redo record `{wts, [(addr, image)],
-//!   crc32c}` of its whole write set and appends it to its own chunk of a preallocated segment
-//!   file inside `commit_backup`, while it still holds its locks (FaRMv2 Alg. 2 step 5: the
-//!   record exists before anything it wrote is visible). Allocations log the object's first
+//!   crc32c}` of its whole write set inside `commit_backup`, while it still holds its locks
+//!   (FaRMv2 Alg. 2 step 5: the record exists before anything it wrote is visible), and
+//!   appends it to its own chunk of a preallocated segment file (process mode) or stages it to
+//!   the log stream that the next group-commit round writes with its marker (sync mode). Allocations log the object's first
 //!   image and its slab's class word, frees the unallocated image, so recovery rebuilds the
 //!   allocator from object headers alone.
 //! * **Modes** ([`Mode`]): `Process` — the record reaches the OS page cache (`pwrite`), which
@@ -15,7 +16,8 @@
 //!   committers wait until a group `fdatasync` round has made every record with a smaller or
 //!   equal timestamp durable and the durable marker covers them. `flush_after_commit` starts
 //!   writeback of each record once its transaction has installed and unlocked (Alg. 5 line
-//!   17's flush after `HTM_COMMIT`, here `sync_file_range(SYNC_FILE_RANGE_WRITE)`, no wait).
+//!   17's flush after `HTM_COMMIT`, here `sync_file_range(SYNC_FILE_RANGE_WRITE)`, no wait);
+//!   process mode only — in sync mode the record reaches the file with its round.
 //! * **Recovery** ([`recovery`]): read the checkpoint timestamp C and the marker D, replay the
 //!   records with `C < wts <= D` in timestamp order into the heap files (the newest image per
 //!   object only), persist C = D, delete the segments, map the files and rebuild the slab
@@ -34,6 +36,11 @@
 //!   marker become durable with one `fdatasync`. A marker file would double the flushes.
 //! * Threads' chunks share segment files: `fdatasync` works per file, so per-thread files would
 //!   cost one device flush per thread per round and no group commit.
+//! * Sync mode has no per-thread logs on disk: committers stage records to one stream, and
+//!   each round's leader writes the staged records and its marker with one contiguous
+//!   `pwrite` before its flush. A flush of pages scattered over per-thread chunks costs up to
+//!   three times a contiguous one (see the `log` module docs); the per-thread `(wts,
+//!   persisted)` slots of Alg. 3 remain, as `lower`/`appended`.
 //! * Besides the background [`checkpoint`]er, every open folds the logs into the heap files.
 //! * Emptied slabs are not reclaimed for other size classes in durable databases (a reclaim
 //!   zeroes the slab outside any transaction and would need its own log record).
@@ -329,7 +336,7 @@ impl Drop for Durable {
     /// that did not wait for the marker included). Errors are ignored: nothing acknowledged
     /// depends on this round.
     fn drop(&mut self) {
-        let _ = self.log.close();
+        let _ = self.log.sync_appended();
     }
 }
 

@@ -579,7 +579,7 @@ impl<'db, C: Clock> Tx<'db, C> {
                 None => reads.entries().iter().map(|r| r.header.ts().as_nanos()).max().unwrap_or(0),
             };
             if options.wait_durable && !log.shortcuts.skip_marker_wait {
-                if let Err(e) = log.wait_durable(slot_index, ts) {
+                if let Err(e) = log.wait_durable(Some(slot_index), ts) {
                     outcome = Err(e.into());
                 }
             }

@@ -235,13 +235,67 @@ fn torn_tail_beyond_marker_is_dropped_and_reported() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A full disk shows when a new log segment is preallocated (writes into a preallocated
+/// segment overwrite allocated blocks). That happens while the commit holds its locks and
+/// before it installs, in both modes: the commit fails with a typed error naming the file,
+/// nothing changes, and the database goes on once space is back.
 #[test]
-fn enospc_through_the_seam_is_a_typed_error_and_leaves_data() {
-    let dir = temp_dir("enospc");
+fn a_full_disk_while_preallocating_a_segment_aborts_the_commit_and_loses_nothing() {
+    for mode in [Mode::Sync, Mode::Process] {
+        let dir = temp_dir("enospc-create");
+        let fs = FaultStorage::new();
+        let make = |storage: Option<Arc<dyn ordo::durable::io::Storage>>| {
+            let mut c = config(&dir, mode, storage);
+            let d = c.durability.as_mut().unwrap();
+            d.chunk_bytes = 4096;
+            d.chunks_per_segment = 1;
+            c
+        };
+        let a = {
+            let db = open(config(&dir, mode, None)).unwrap();
+            db.run(|tx| tx.alloc_bytes(&[5u8; 3000])).unwrap()
+        };
+        let db = open(make(Some(Arc::new(fs.clone())))).unwrap();
+        // The first 3 KB record takes the first segment's only chunk; the second needs a new
+        // segment, whose preallocation fails.
+        db.run(|tx| tx.write_bytes(a, &[6u8; 3000])).unwrap();
+        fs.inject(FaultRule {
+            op: FaultOp::Write,
+            name_contains: ".seg".into(),
+            skip: 0,
+            times: u32::MAX,
+            errno: libc::ENOSPC,
+        });
+        match db.run(|tx| tx.write_bytes(a, &[7u8; 3000])) {
+            Err(Error::Durable(e)) => {
+                let s = e.to_string();
+                assert!(s.contains("No space left") && s.contains(".seg"), "{mode:?}: {s}");
+            }
+            other => panic!("{mode:?}: expected ENOSPC, got {other:?}"),
+        }
+        // Aborted before installing: the object kept its value.
+        assert_eq!(db.run(|tx| tx.read_bytes(a)).unwrap()[0], 6, "{mode:?}");
+        // Space is back: the database goes on.
+        fs.clear_rules();
+        db.run(|tx| tx.write_bytes(a, &[8u8; 3000])).unwrap();
+        drop(db);
+        let db = open(make(None)).unwrap();
+        assert_eq!(db.run(|tx| tx.read_bytes(a)).unwrap()[0], 8, "{mode:?}");
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A write error inside an existing segment (an I/O error, or `ENOSPC` on a copy-on-write file
+/// system) fails a sync-mode round after its commits installed: the error names the file, the
+/// log is poisoned (no later durable commit succeeds, so nothing depending on the lost round
+/// is acknowledged), and reopening recovers exactly what was acknowledged.
+#[test]
+fn a_failed_log_write_poisons_the_log_and_loses_nothing_acknowledged() {
+    let dir = temp_dir("enospc-write");
     let fs = FaultStorage::new();
     let db = open(config(&dir, Mode::Sync, Some(Arc::new(fs.clone())))).unwrap();
     let a = db.run(|tx| tx.alloc(&5u64)).unwrap();
-    // The next segment write fails: fill the first chunk's segment until a new one is needed.
     fs.inject(FaultRule {
         op: FaultOp::Write,
         name_contains: ".seg".into(),
@@ -259,13 +313,16 @@ fn enospc_through_the_seam_is_a_typed_error_and_leaves_data() {
         }
         other => panic!("expected ENOSPC, got {other:?}"),
     }
-    // Nothing half-applied: the failed commit's record was not written, so the object kept
-    // its value (the engine aborted the transaction before installing).
-    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 5);
-    drop(db);
     fs.clear_rules();
+    // Poisoned: reading the undurable value, or committing anything, fails.
+    match db.run(|tx| tx.write(a, &9u64)) {
+        Err(Error::Durable(e)) => assert!(matches!(*e, DurableError::Poisoned), "{e}"),
+        other => panic!("expected a poisoned log, got {other:?}"),
+    }
+    drop(db);
     let db = open(config(&dir, Mode::Sync, None)).unwrap();
     assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 5);
+    drop(db);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,154 +1,126 @@
-//! The one-flush group commit: a round writes its marker *before* flushing, so the marker may
-//! reach the disk while records it covers do not. Recovery must then distrust the marker (its
-//! frontier names a chunk whose valid prefix falls short). The test scripts exactly that
-//! crash deterministically: the round's flush of the leader's segment succeeds, the flush of
-//! the other thread's segment fails, and the power is cut.
+//! The one-write, one-flush group commit: a round writes the staged records and its marker
+//! *before* flushing, and a round can span chunks (and segments), so the marker may reach the
+//! disk while records it covers do not. Recovery must then distrust the marker: its frontier
+//! names the other chunk, whose valid prefix falls short. Both tests script that crash
+//! deterministically — across two segments (the round's flush of the other segment fails),
+//! and across two chunks of one segment (the device wrote the marker's page, not the other) —
+//! and fail with the frontier check removed.
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
 use crate::durable_common;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use durable_common::*;
 use ordo::durable::Mode;
-use ordo::durable::io::{FaultOp, FaultRule, FaultStorage};
-use ordo::{Error, Options};
+use ordo::durable::format::SEGMENT_HEADER_BYTES;
+use ordo::durable::io::{FaultOp, FaultRule, FaultStorage, Storage};
+use ordo::{Addr, Config, Error, Options};
 
-#[test]
-fn marker_flushed_before_another_threads_record_is_not_trusted() {
-    let dir = temp_dir("group-frontier");
-    let fs = FaultStorage::new();
-    let make = |storage: Option<Arc<dyn ordo::durable::io::Storage>>| {
-        let mut c = config(&dir, Mode::Sync, storage);
-        // One chunk per segment: each thread's chunk is its own file, so a round flushes
-        // several files and a crash can fall between two of them.
-        c.durability.as_mut().unwrap().chunks_per_segment = 1;
-        c
-    };
-    let (x, y) = {
-        let db = open(make(None)).unwrap();
-        db.run(|tx| Ok::<_, Error>((tx.alloc(&0u64)?, tx.alloc(&0u64)?))).unwrap()
-    };
-    let db = open(make(Some(Arc::new(fs.clone())))).unwrap();
-    // Two live threads (worker slots are reused once a thread is done): L runs in a spawned
-    // thread, X is this one.
-    let (to_l, l_inbox) = std::sync::mpsc::channel::<()>();
-    let (to_x, x_inbox) = std::sync::mpsc::channel::<()>();
-    let r = std::thread::scope(|s| {
-        let (db, to_x) = (&db, to_x);
-        let l = s.spawn(move || {
-            // L commits first (its chunk: the first segment), durably: y = 1.
-            db.run(|tx| tx.write(y, &1u64)).unwrap();
-            to_x.send(()).unwrap();
-            l_inbox.recv().unwrap();
-            // L reads X's value and writes y = x + 10: its round's marker covers both.
-            db.run(|tx| {
-                let v: u64 = tx.read(x)?;
-                tx.write(y, &(v + 10))
-            })
-        });
-        x_inbox.recv().unwrap();
-        // X commits x = 1 without waiting for the flush (its chunk: the second segment).
-        let o = Options { wait_durable: false, ..Options::default() };
-        db.run_with(o, |tx| tx.write(x, &1u64)).unwrap();
-        let segs = segments(&dir);
-        assert_eq!(segs.len(), 2, "one segment per thread: {segs:?}");
-        let x_segment = segs[1].file_name().unwrap().to_string_lossy().into_owned();
-        // The next flush of X's segment fails: the round's flush of L's segment (marker
-        // included) has completed by then, X's record is still unsynced.
-        fs.inject(FaultRule {
-            op: FaultOp::Sync,
-            name_contains: x_segment,
-            skip: 0,
-            times: u32::MAX,
-            errno: libc::EIO,
-        });
-        to_l.send(()).unwrap();
-        l.join().unwrap()
-    });
-    assert!(matches!(r, Err(Error::Durable(_))), "the failed flush was not reported: {r:?}");
-    fs.freeze();
+/// 4 KiB chunks, `chunks_per_segment` of them per segment.
+fn small_chunks(dir: &Path, storage: Option<Arc<dyn Storage>>, chunks_per_segment: u32) -> Config {
+    let mut c = config(dir, Mode::Sync, storage);
+    let d = c.durability.as_mut().unwrap();
+    d.chunks_per_segment = chunks_per_segment;
+    d.chunk_bytes = 4096;
+    c
+}
+
+/// Allocates a 4000-byte object `a` and a counter `b` (with the default chunk size: the
+/// allocation record is larger than a small chunk).
+fn two_objects(dir: &Path) -> (Addr, Addr) {
+    let db = open(config(dir, Mode::Sync, None)).unwrap();
+    db.run(|tx| Ok::<_, Error>((tx.alloc_bytes(&[0u8; 4000])?, tx.alloc(&0u64)?))).unwrap()
+}
+
+/// One round covering two records: X writes a = [1; 4000] without waiting (its record, about
+/// 4056 bytes, fills the stream's chunk), then L writes b = a[0] + 10 and waits: L's record
+/// and the round's marker go to the next chunk. `before_l` runs between the two (to inject a
+/// fault); returns L's commit result.
+fn round_across_chunks(
+    db: &Db,
+    a: Addr,
+    b: Addr,
+    before_l: impl FnOnce(),
+) -> Result<(), ordo::Error> {
+    let no_wait = Options { wait_durable: false, ..Options::default() };
+    db.run_with(no_wait, |tx| tx.write_bytes(a, &[1u8; 4000])).unwrap();
+    before_l();
+    db.run(|tx| {
+        let v = tx.read_bytes(a)?[0];
+        tx.write(b, &(u64::from(v) + 10))
+    })
+}
+
+/// Either the round is lost (a = 0, b = 0: the acknowledged state) or both records survive;
+/// b = 11 with a = 0 would be L's record replayed without the X record it read.
+fn check_recovered(dir: &Path, cfg: Config, a: Addr, b: Addr) {
+    let db = open(cfg).unwrap();
+    let (va, vb) = db.run(|tx| Ok::<_, Error>((tx.read_bytes(a)?[0], tx.read::<u64>(b)?))).unwrap();
     drop(db);
-    fs.power_loss().unwrap();
-    let db = open(make(None)).unwrap();
-    let (vx, vy) = db.run(|tx| Ok::<_, Error>((tx.read::<u64>(x)?, tx.read::<u64>(y)?))).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    // Either the round is lost (x = 0, y = 1: the acknowledged state) or both records survive;
-    // y = 11 with x = 0 would be L's record replayed without the X record it read.
+    let _ = std::fs::remove_dir_all(dir);
     assert!(
-        (vx, vy) == (0, 1) || (vx, vy) == (1, 11),
-        "recovered x = {vx}, y = {vy}: a marker was trusted without the records it covers"
+        (va, vb) == (0, 0) || (va, vb) == (1, 11),
+        "recovered a[0] = {va}, b = {vb}: a marker was trusted without the records it covers"
     );
 }
 
-/// A marker names only each slot's *current* chunk; a slot's records in the chunk it left are
-/// made durable when it moves on. Scripted: X's first record fills its chunk, its second
-/// (which read the first's value) opens a new one; L's round then writes a marker covering
-/// both and crashes before any flush, and the device happens to have written L's and X's new
-/// segment but not X's old one.
 #[test]
-fn records_of_a_chunk_left_behind_are_flushed_before_a_marker_can_cover_them() {
-    let dir = temp_dir("group-seal");
+fn marker_flushed_before_the_records_of_another_segment_is_not_trusted() {
+    let dir = temp_dir("group-segments");
+    let (a, b) = two_objects(&dir);
     let fs = FaultStorage::new();
-    let make = |storage: Option<Arc<dyn ordo::durable::io::Storage>>| {
-        let mut c = config(&dir, Mode::Sync, storage);
-        let d = c.durability.as_mut().unwrap();
-        d.chunks_per_segment = 1;
-        d.chunk_bytes = 4096;
-        c
-    };
-    // A 4000-byte object: one record of it (about 4056 bytes) fills a 4 KiB chunk.
-    let (a, b, c) = {
-        // Set up with the default chunk size (the allocation record is larger).
-        let db = open(config(&dir, Mode::Sync, None)).unwrap();
-        db.run(|tx| {
-            Ok::<_, Error>((tx.alloc_bytes(&[0u8; 4000])?, tx.alloc(&0u64)?, tx.alloc(&0u64)?))
-        })
-        .unwrap()
-    };
-    let db = open(make(Some(Arc::new(fs.clone())))).unwrap();
-    let (to_l, l_inbox) = std::sync::mpsc::channel::<()>();
-    let (to_x, x_inbox) = std::sync::mpsc::channel::<()>();
-    let (old_x, r) = std::thread::scope(|s| {
-        let (db, to_x) = (&db, to_x);
-        let l = s.spawn(move || {
-            db.run(|tx| tx.write(c, &1u64)).unwrap();
-            to_x.send(()).unwrap();
-            l_inbox.recv().unwrap();
-            db.run(|tx| tx.write(c, &2u64))
-        });
-        x_inbox.recv().unwrap();
-        let o = Options { wait_durable: false, ..Options::default() };
-        db.run_with(o, |tx| tx.write_bytes(a, &[1u8; 4000])).unwrap();
-        db.run_with(o, |tx| {
-            let v = tx.read_bytes(a)?[0];
-            tx.write(b, &u64::from(v))
-        })
-        .unwrap();
+    // One chunk per segment: the round writes two files, and a crash can fall between their
+    // flushes.
+    let db = open(small_chunks(&dir, Some(Arc::new(fs.clone())), 1)).unwrap();
+    let mut first = String::new();
+    let r = round_across_chunks(&db, a, b, || {
         let segs = segments(&dir);
-        assert_eq!(segs.len(), 3, "L's chunk, X's full chunk, X's new chunk: {segs:?}");
-        let name = |i: usize| segs[i].file_name().unwrap().to_string_lossy().into_owned();
-        // L's round fails at its first flush (its own segment comes first): nothing of the
-        // round is synced, the marker is written.
+        assert_eq!(segs.len(), 1, "X's record claimed the stream's first segment: {segs:?}");
+        first = segs[0].file_name().unwrap().to_string_lossy().into_owned();
+        // The flush of X's segment fails; L's segment (its record and the marker) is
+        // written, whether or not its flush ran.
         fs.inject(FaultRule {
             op: FaultOp::Sync,
-            name_contains: name(0),
+            name_contains: first.clone(),
             skip: 0,
             times: u32::MAX,
             errno: libc::EIO,
         });
-        to_l.send(()).unwrap();
-        (name(1), l.join().unwrap())
     });
     assert!(matches!(r, Err(Error::Durable(_))), "the failed flush was not reported: {r:?}");
+    assert_eq!(segments(&dir).len(), 2, "L's record and the marker opened a second segment");
     fs.freeze();
     drop(db);
-    fs.power_loss_keeping_files(|p| !p.to_string_lossy().contains(&old_x)).unwrap();
-    let db = open(make(None)).unwrap();
-    let (va, vb) = db.run(|tx| Ok::<_, Error>((tx.read_bytes(a)?[0], tx.read::<u64>(b)?))).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        vb == 0 || va == 1,
-        "recovered b = {vb} but a = {va}: b's record was replayed without the record it read"
-    );
+    fs.power_loss_keeping_files(|p| !p.to_string_lossy().contains(&first)).unwrap();
+    check_recovered(&dir, small_chunks(&dir, None, 1), a, b);
+}
+
+#[test]
+fn marker_written_before_the_records_of_another_chunk_is_not_trusted() {
+    let dir = temp_dir("group-chunks");
+    let (a, b) = two_objects(&dir);
+    let fs = FaultStorage::new();
+    // Two chunks per segment: the round writes both chunks of one file, flushed once.
+    let db = open(small_chunks(&dir, Some(Arc::new(fs.clone())), 2)).unwrap();
+    let r = round_across_chunks(&db, a, b, || {
+        // The round's flush fails: nothing of it is synced.
+        fs.inject(FaultRule {
+            op: FaultOp::Sync,
+            name_contains: ".seg".into(),
+            skip: 0,
+            times: u32::MAX,
+            errno: libc::EIO,
+        });
+    });
+    assert!(matches!(r, Err(Error::Durable(_))), "the failed flush was not reported: {r:?}");
+    assert_eq!(segments(&dir).len(), 1, "both chunks are in one segment");
+    fs.freeze();
+    drop(db);
+    // The device had written the second chunk's page (L's record and the marker), not the
+    // first chunk's (X's record).
+    let second_chunk = SEGMENT_HEADER_BYTES + 4096;
+    fs.power_loss_keeping_writes(|_, offset| offset >= second_chunk).unwrap();
+    check_recovered(&dir, small_chunks(&dir, None, 2), a, b);
 }
