@@ -241,19 +241,19 @@ pub(crate) fn measure_plan(
     default_clocks: &[ClockChoice],
     load: &Loader<'_>,
 ) -> Result<Vec<Record>, CliError> {
-    measure_plans(common, measure, [(plan, load)], default_clocks)
+    measure_plans(common, measure, &[(plan.clone(), load)], default_clocks)
 }
 
-/// [`measure_plan`] for several plans, one after the other: all are validated before the
-/// first is measured, each is loaded on freshly opened clocks, and one summary covers them all.
-pub(crate) fn measure_plans<'p, 'l: 'p>(
+/// [`measure_plan`] for several plans, each with its loader, one after the other: all are
+/// validated before the first is measured, each is loaded on freshly opened clocks, and one
+/// summary covers them all.
+pub(crate) fn measure_plans(
     common: &CommonBenchArgs,
     measure: &MeasureArgs,
-    plans: impl IntoIterator<Item = (&'p Plan, &'p Loader<'l>)>,
+    plans: &[(Plan, impl Fn(AnyClock) -> Loading)],
     default_clocks: &[ClockChoice],
 ) -> Result<Vec<Record>, CliError> {
-    let plans: Vec<_> = plans.into_iter().collect();
-    for (plan, _) in &plans {
+    for (plan, _) in plans {
         plan.validate()?;
     }
     let mut records = Vec::new();

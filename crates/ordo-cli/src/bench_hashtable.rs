@@ -11,8 +11,7 @@ use ordo_bench::hashtable::{self, HashtableConfig, Impl};
 use ordo_clock::AnyClock;
 
 use crate::bench::{
-    CommonBenchArgs, DurabilityArgs, LOGICAL_AND_ORDO, Loader, Loading, MeasureArgs, Runs,
-    measure_plans,
+    CommonBenchArgs, DurabilityArgs, LOGICAL_AND_ORDO, Loading, MeasureArgs, Runs, measure_plans,
 };
 use crate::error::CliError;
 
@@ -72,7 +71,6 @@ pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
     let runs =
         Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
     let mut plans = Vec::new();
-    let mut loads = Vec::new();
     for &update_percent in &args.update_percent {
         for &imp in &args.implementations {
             let implementation = match imp {
@@ -92,12 +90,10 @@ pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
             cfg.validate()?;
             let plan = plan(&cfg, &runs)?;
             plan.validate()?;
-            plans.push(plan);
-            loads.push(load(cfg, &durability));
+            plans.push((plan, load(cfg, &durability)));
         }
     }
-    let loaders = loads.iter().map(|l| l as &Loader<'_>);
-    measure_plans(common, &args.measure, plans.iter().zip(loaders), &LOGICAL_AND_ORDO)?;
+    measure_plans(common, &args.measure, &plans, &LOGICAL_AND_ORDO)?;
     Ok(())
 }
 

@@ -10,8 +10,7 @@ use ordo_bench::synthetic::{self, MIXES, Pool, SyntheticConfig};
 use ordo_clock::AnyClock;
 
 use crate::bench::{
-    CommonBenchArgs, EngineArgs, LOGICAL_AND_ORDO, Loader, Loading, MeasureArgs, Runs,
-    measure_plans,
+    CommonBenchArgs, EngineArgs, LOGICAL_AND_ORDO, Loading, MeasureArgs, Runs, measure_plans,
 };
 use crate::error::CliError;
 
@@ -102,15 +101,12 @@ pub(crate) fn run_synthetic(args: &SyntheticArgs) -> Result<(), CliError> {
     let runs =
         Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
     let mut plans = Vec::new();
-    let mut loads = Vec::new();
     for name in &args.mixes {
         let cfg = config(name, pool, args.pool_objects, &args.engine, threads_max, duration)?;
         let plan = plan(name, &cfg, &runs)?;
         plan.validate()?;
-        plans.push(plan);
-        loads.push(load(cfg, &durability));
+        plans.push((plan, load(cfg, &durability)));
     }
-    let loaders = loads.iter().map(|l| l as &Loader<'_>);
-    measure_plans(common, &args.measure, plans.iter().zip(loaders), &LOGICAL_AND_ORDO)?;
+    measure_plans(common, &args.measure, &plans, &LOGICAL_AND_ORDO)?;
     Ok(())
 }
