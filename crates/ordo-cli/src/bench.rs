@@ -188,8 +188,48 @@ pub(crate) fn with_durability(mut plan: Plan, durability: &Durability) -> Plan {
     plan
 }
 
+/// What every plan of one `ordo bench` invocation shares: its thread counts, repetitions and
+/// durability. A workload names only what differs ([`Runs::plan`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Runs<'a> {
+    /// `--threads`.
+    pub(crate) thread_counts: Vec<usize>,
+    /// `--repetitions`.
+    pub(crate) repetitions: usize,
+    /// `--durability` and `--durability-dir`.
+    pub(crate) durability: &'a Durability,
+}
+
+impl Runs<'_> {
+    /// The plan of `workload`'s `variant` with configuration `config` (recorded in every JSON
+    /// line) and runs of `duration`, made durable as [`with_durability`] says.
+    pub(crate) fn plan(
+        &self,
+        workload: &str,
+        variant: String,
+        config: &impl serde::Serialize,
+        duration: Duration,
+    ) -> Result<Plan, CliError> {
+        let plan = Plan {
+            workload: workload.into(),
+            variant,
+            config: serde_json::to_value(config)?,
+            thread_counts: self.thread_counts.clone(),
+            duration,
+            repetitions: self.repetitions,
+        };
+        Ok(with_durability(plan, self.durability))
+    }
+}
+
+/// The clocks the engine workloads compare unless `--clock` says otherwise.
+pub(crate) const LOGICAL_AND_ORDO: [ClockChoice; 2] = [ClockChoice::Logical, ClockChoice::Ordo];
+
 /// Loads a workload on one clock.
-pub(crate) type Loader<'a> = dyn Fn(AnyClock) -> Result<Box<dyn Loaded>, BenchError> + 'a;
+pub(crate) type Loader<'a> = dyn Fn(AnyClock) -> Loading + 'a;
+
+/// What a [`Loader`] returns.
+pub(crate) type Loading = Result<Box<dyn Loaded>, BenchError>;
 
 /// Opens the clocks of `--clock` (or `default_clocks`), loads the workload once per clock and
 /// measures `plan` through the harness: progress on stderr, JSON lines on stdout with `--json`
@@ -201,9 +241,26 @@ pub(crate) fn measure_plan(
     default_clocks: &[ClockChoice],
     load: &Loader<'_>,
 ) -> Result<Vec<Record>, CliError> {
-    plan.validate()?;
-    let clocks = open_clocks(common, default_clocks)?;
-    let records = measure_on_clocks(common.json, measure.out.as_deref(), plan, clocks, load)?;
+    measure_plans(common, measure, &[(plan.clone(), load)], default_clocks)
+}
+
+/// [`measure_plan`] for several plans, each with its loader, one after the other: all are
+/// validated before the first is measured, each is loaded on freshly opened clocks, and one
+/// summary covers them all.
+pub(crate) fn measure_plans(
+    common: &CommonBenchArgs,
+    measure: &MeasureArgs,
+    plans: &[(Plan, impl Fn(AnyClock) -> Loading)],
+    default_clocks: &[ClockChoice],
+) -> Result<Vec<Record>, CliError> {
+    for (plan, _) in plans {
+        plan.validate()?;
+    }
+    let mut records = Vec::new();
+    for (plan, load) in plans {
+        let clocks = open_clocks(common, default_clocks)?;
+        records.extend(measure_on_clocks(common.json, measure.out.as_deref(), plan, clocks, load)?);
+    }
     if !common.json {
         print!("{}", harness::summary(&records));
     }

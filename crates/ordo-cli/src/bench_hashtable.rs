@@ -5,13 +5,13 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use ordo_bench::engine;
+use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::Plan;
 use ordo_bench::hashtable::{self, HashtableConfig, Impl};
-use ordo_clock::ClockChoice;
+use ordo_clock::AnyClock;
 
 use crate::bench::{
-    CommonBenchArgs, DurabilityArgs, MeasureArgs, measure_on_clocks, open_clocks, with_durability,
+    CommonBenchArgs, DurabilityArgs, LOGICAL_AND_ORDO, Loading, MeasureArgs, Runs, measure_plans,
 };
 use crate::error::CliError;
 
@@ -68,6 +68,8 @@ pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
             durability.name()
         )));
     }
+    let runs =
+        Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
     let mut plans = Vec::new();
     for &update_percent in &args.update_percent {
         for &imp in &args.implementations {
@@ -86,40 +88,31 @@ pub(crate) fn run_hashtable(args: &HashtableArgs) -> Result<(), CliError> {
                 rlu_defer: args.rlu_defer,
             };
             cfg.validate()?;
-            let plan = with_durability(
-                Plan {
-                    workload: "hashtable".into(),
-                    variant: match (implementation, args.rlu_defer) {
-                        (Impl::Rlu, Some(n)) => format!("rlu defer {n} {update_percent}%"),
-                        _ => format!("{} {}%", implementation.name(), update_percent),
-                    },
-                    config: serde_json::to_value(&cfg)?,
-                    thread_counts: thread_counts.clone(),
-                    duration,
-                    repetitions: args.measure.repetitions,
-                },
-                &durability,
-            );
+            let plan = plan(&cfg, &runs)?;
             plan.validate()?;
-            plans.push((cfg, plan));
+            plans.push((plan, load(cfg, &durability)));
         }
     }
-    let mut records = Vec::new();
-    for (cfg, plan) in &plans {
-        let clocks = open_clocks(common, &[ClockChoice::Logical, ClockChoice::Ordo])?;
-        let load = |clock| {
-            engine::load(&durability, "hashtable", |base| hashtable::load_with(clock, cfg, base))
-        };
-        records.extend(measure_on_clocks(
-            common.json,
-            args.measure.out.as_deref(),
-            plan,
-            clocks,
-            &load,
-        )?);
-    }
-    if !common.json {
-        print!("{}", ordo_bench::harness::summary(&records));
-    }
+    measure_plans(common, &args.measure, &plans, &LOGICAL_AND_ORDO)?;
     Ok(())
+}
+
+/// The harness plan of one hash table configuration; the variant names the implementation
+/// (and the RLU deferral, when on) and the update percentage.
+pub(crate) fn plan(cfg: &HashtableConfig, runs: &Runs<'_>) -> Result<Plan, CliError> {
+    let variant = match (cfg.implementation, cfg.rlu_defer) {
+        (Impl::Rlu, Some(n)) => format!("rlu defer {n} {}%", cfg.update_percent),
+        (implementation, _) => format!("{} {}%", implementation.name(), cfg.update_percent),
+    };
+    runs.plan("hashtable", variant, cfg, cfg.duration)
+}
+
+/// Loads the hash table of `cfg` on one clock, durable as `durability` says.
+pub(crate) fn load(
+    cfg: HashtableConfig,
+    durability: &Durability,
+) -> impl Fn(AnyClock) -> Loading + '_ {
+    move |clock| {
+        engine::load(durability, "hashtable", |base| hashtable::load_with(clock, &cfg, base))
+    }
 }

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use ordo_bench::engine::{self, Durability};
+use ordo_bench::engine::Durability;
 use ordo_bench::harness::{self, Plan, Record};
 use ordo_bench::hashtable::{HashtableConfig, Impl};
 use ordo_bench::oplog::OplogConfig;
@@ -17,8 +17,7 @@ use ordo_bench::synthetic::Pool;
 use ordo_clock::ClockChoice;
 
 use crate::bench::{
-    CommonBenchArgs, EngineArgs, Loader, MeasureArgs, measure_on_clocks, open_clocks,
-    with_durability,
+    CommonBenchArgs, EngineArgs, Loader, MeasureArgs, Runs, measure_on_clocks, open_clocks,
 };
 use crate::bench_ycsb::Mix;
 use crate::error::CliError;
@@ -52,36 +51,22 @@ struct Entry<'a> {
     load: Box<Loader<'a>>,
 }
 
-/// The suite's entries at `scale`, for the given thread counts and run length.
+/// The suite's entries at `scale`, for the given run length.
 fn entries<'a>(
     engine: &'a EngineArgs,
-    durability: &'a Durability,
+    runs: &Runs<'a>,
     scale: u64,
-    thread_counts: &[usize],
     duration: Duration,
-    repetitions: usize,
 ) -> Result<Vec<Entry<'a>>, CliError> {
-    let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
+    let durability = runs.durability;
+    let threads_max = runs.thread_counts.iter().copied().max().unwrap_or(1);
     let mut out = Vec::new();
     // YCSB (ORDO Fig. 13): 100k rows of 1 KB per scale unit.
     for mix in [Mix::Ro2, Mix::A, Mix::B, Mix::Dbx, Mix::D, Mix::E] {
         let mut cfg = crate::bench_ycsb::config(mix, 100_000 * scale, 1000, engine, threads_max);
         cfg.duration = duration;
-        let plan = crate::bench_ycsb::plan(
-            mix.name(),
-            &cfg,
-            thread_counts.to_vec(),
-            repetitions,
-            durability,
-        )?;
-        out.push(Entry {
-            plan,
-            load: Box::new(move |clock| {
-                engine::load(durability, "ycsb", |base| {
-                    ordo_bench::ycsb::load_with(clock, &cfg, 2, base)
-                })
-            }),
-        });
+        let plan = crate::bench_ycsb::plan(mix.name(), &cfg, runs)?;
+        out.push(Entry { plan, load: Box::new(crate::bench_ycsb::load(cfg, durability)) });
     }
     // SPHT's synthetic mixes (private pools: no contention) and one shared-pool mix.
     for (name, pool) in [
@@ -99,21 +84,8 @@ fn entries<'a>(
             threads_max,
             duration,
         )?;
-        let plan = crate::bench_synthetic::plan(
-            name,
-            &cfg,
-            thread_counts.to_vec(),
-            repetitions,
-            durability,
-        )?;
-        out.push(Entry {
-            plan,
-            load: Box::new(move |clock| {
-                engine::load(durability, "synthetic", |base| {
-                    ordo_bench::synthetic::load_with(clock, &cfg, base)
-                })
-            }),
-        });
+        let plan = crate::bench_synthetic::plan(name, &cfg, runs)?;
+        out.push(Entry { plan, load: Box::new(crate::bench_synthetic::load(cfg, durability)) });
     }
     // TPC-C (ORDO Fig. 14 no-pay, FaRMv2's full mix): as many warehouses as threads, with
     // ITEM, STOCK and CUSTOMER cut to a fifth per scale unit so loading takes seconds.
@@ -127,15 +99,8 @@ fn entries<'a>(
             threads_max,
         );
         cfg.duration = duration;
-        let plan = crate::bench_tpcc::plan(&cfg, thread_counts.to_vec(), repetitions, durability)?;
-        out.push(Entry {
-            plan,
-            load: Box::new(move |clock| {
-                engine::load(durability, "tpcc", |base| {
-                    ordo_bench::tpcc::load_with(clock, &cfg, 2, base)
-                })
-            }),
-        });
+        let plan = crate::bench_tpcc::plan(&cfg, runs)?;
+        out.push(Entry { plan, load: Box::new(crate::bench_tpcc::load(cfg, durability)) });
     }
     // The hash table of ORDO Fig. 11 (1,000 buckets x 100 nodes) on RLU and on transactions.
     // RLU is not on the engine: it runs in memory whatever --durability says (and its records
@@ -157,38 +122,22 @@ fn entries<'a>(
                 Impl::Rlu => &IN_MEMORY,
                 Impl::Txn => durability,
             };
-            let plan = Plan {
-                workload: "hashtable".into(),
-                variant: format!("{} {update_percent}%", implementation.name()),
-                config: serde_json::to_value(&cfg)?,
-                thread_counts: thread_counts.to_vec(),
-                duration,
-                repetitions,
-            };
-            out.push(Entry {
-                plan: with_durability(plan, durability),
-                load: Box::new(move |clock| {
-                    engine::load(durability, "hashtable", |base| {
-                        ordo_bench::hashtable::load_with(clock, &cfg, base)
-                    })
-                }),
-            });
+            let plan = crate::bench_hashtable::plan(&cfg, &Runs { durability, ..runs.clone() })?;
+            out.push(Entry { plan, load: Box::new(crate::bench_hashtable::load(cfg, durability)) });
         }
     }
     // Oplog's reverse map (ORDO §4.4): not on the engine, in memory.
     let cfg =
         OplogConfig { threads: threads_max, duration, seed: engine.seed, ..OplogConfig::default() };
     cfg.validate()?;
-    let plan = Plan {
-        workload: "oplog".into(),
-        variant: "rmap".into(),
-        config: serde_json::to_value(&cfg)?,
-        thread_counts: thread_counts.to_vec(),
+    let plan = Runs { durability: &IN_MEMORY, ..runs.clone() }.plan(
+        "oplog",
+        "rmap".into(),
+        &cfg,
         duration,
-        repetitions,
-    };
+    )?;
     out.push(Entry {
-        plan: with_durability(plan, &IN_MEMORY),
+        plan,
         load: Box::new(move |clock| {
             Ok(Box::new(ordo_bench::oplog::load(clock, &cfg)?)
                 as Box<dyn ordo_bench::harness::Loaded>)
@@ -206,14 +155,9 @@ pub(crate) fn run_suite(args: &SuiteArgs) -> Result<(), CliError> {
     let thread_counts = common.thread_counts()?;
     let duration = common.duration().unwrap_or(Duration::from_millis(500));
     let durability = args.engine.durability.durability()?;
-    let all = entries(
-        &args.engine,
-        &durability,
-        args.scale,
-        &thread_counts,
-        duration,
-        args.measure.repetitions,
-    )?;
+    let runs =
+        Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
+    let all = entries(&args.engine, &runs, args.scale, duration)?;
     let chosen: Vec<Entry<'_>> = all
         .into_iter()
         .filter(|e| {

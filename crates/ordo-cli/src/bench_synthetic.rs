@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use ordo_bench::engine::{self, Durability};
-use ordo_bench::harness::{Loaded, Plan};
+use ordo_bench::harness::Plan;
 use ordo_bench::synthetic::{self, MIXES, Pool, SyntheticConfig};
-use ordo_clock::ClockChoice;
+use ordo_clock::AnyClock;
 
 use crate::bench::{
-    CommonBenchArgs, EngineArgs, MeasureArgs, measure_on_clocks, open_clocks, with_durability,
+    CommonBenchArgs, EngineArgs, LOGICAL_AND_ORDO, Loading, MeasureArgs, Runs, measure_plans,
 };
 use crate::error::CliError;
 
@@ -69,36 +69,22 @@ pub(crate) fn config(
     Ok(cfg)
 }
 
-/// The harness plan of one mix.
-pub(crate) fn plan(
-    name: &str,
-    cfg: &SyntheticConfig,
-    thread_counts: Vec<usize>,
-    repetitions: usize,
-    durability: &Durability,
-) -> Result<Plan, CliError> {
+/// The harness plan of one mix; the variant names the mix and the pool.
+pub(crate) fn plan(name: &str, cfg: &SyntheticConfig, runs: &Runs<'_>) -> Result<Plan, CliError> {
     let pool = match cfg.pool {
         Pool::Private => "private",
         Pool::Shared => "shared",
     };
-    let plan = Plan {
-        workload: "synthetic".into(),
-        variant: format!("{name} {pool}"),
-        config: serde_json::to_value(cfg)?,
-        thread_counts,
-        duration: cfg.duration,
-        repetitions,
-    };
-    Ok(with_durability(plan, durability))
+    runs.plan("synthetic", format!("{name} {pool}"), cfg, cfg.duration)
 }
 
 /// Loads the pools of `cfg` on one clock, durable as `durability` says.
-pub(crate) fn load<'a>(
-    cfg: &'a SyntheticConfig,
-    durability: &'a Durability,
-) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + 'a {
+pub(crate) fn load(
+    cfg: SyntheticConfig,
+    durability: &Durability,
+) -> impl Fn(AnyClock) -> Loading + '_ {
     move |clock| {
-        engine::load(durability, "synthetic", |base| synthetic::load_with(clock, cfg, base))
+        engine::load(durability, "synthetic", |base| synthetic::load_with(clock, &cfg, base))
     }
 }
 
@@ -112,26 +98,15 @@ pub(crate) fn run_synthetic(args: &SyntheticArgs) -> Result<(), CliError> {
     let threads_max = thread_counts.iter().copied().max().unwrap_or(1);
     let duration = common.duration().unwrap_or(Duration::from_secs(1));
     let durability = args.engine.durability.durability()?;
+    let runs =
+        Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
     let mut plans = Vec::new();
     for name in &args.mixes {
         let cfg = config(name, pool, args.pool_objects, &args.engine, threads_max, duration)?;
-        plans.push(plan(name, &cfg, thread_counts.clone(), args.measure.repetitions, &durability)?);
-        plans.last_mut().map(|p| p.validate()).transpose()?;
+        let plan = plan(name, &cfg, &runs)?;
+        plan.validate()?;
+        plans.push((plan, load(cfg, &durability)));
     }
-    let mut records = Vec::new();
-    for (name, plan) in args.mixes.iter().zip(&plans) {
-        let cfg = config(name, pool, args.pool_objects, &args.engine, threads_max, duration)?;
-        let clocks = open_clocks(common, &[ClockChoice::Logical, ClockChoice::Ordo])?;
-        records.extend(measure_on_clocks(
-            common.json,
-            args.measure.out.as_deref(),
-            plan,
-            clocks,
-            &load(&cfg, &durability),
-        )?);
-    }
-    if !common.json {
-        print!("{}", ordo_bench::harness::summary(&records));
-    }
+    measure_plans(common, &args.measure, &plans, &LOGICAL_AND_ORDO)?;
     Ok(())
 }

@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use ordo_bench::engine::{self, Durability};
-use ordo_bench::harness::{Loaded, Plan};
+use ordo_bench::harness::Plan;
 use ordo_bench::tpcc::{self, TpccConfig};
-use ordo_clock::ClockChoice;
+use ordo_clock::AnyClock;
 
-use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan, with_durability};
+use crate::bench::{
+    CommonBenchArgs, EngineArgs, LOGICAL_AND_ORDO, Loading, MeasureArgs, Runs, measure_plan,
+};
 use crate::error::CliError;
 
 /// Transaction mixes.
@@ -80,32 +82,16 @@ pub(crate) fn config(
 }
 
 /// The harness plan of a TPC-C configuration; the variant names the mix and warehouses.
-pub(crate) fn plan(
-    cfg: &TpccConfig,
-    thread_counts: Vec<usize>,
-    repetitions: usize,
-    durability: &Durability,
-) -> Result<Plan, CliError> {
-    for &t in &thread_counts {
+pub(crate) fn plan(cfg: &TpccConfig, runs: &Runs<'_>) -> Result<Plan, CliError> {
+    for &t in &runs.thread_counts {
         TpccConfig { threads: t, ..cfg.clone() }.validate()?;
     }
-    let plan = Plan {
-        workload: "tpcc".into(),
-        variant: format!("{} {}w", cfg.mix.name(), cfg.warehouses),
-        config: serde_json::to_value(cfg)?,
-        thread_counts,
-        duration: cfg.duration,
-        repetitions,
-    };
-    Ok(with_durability(plan, durability))
+    runs.plan("tpcc", format!("{} {}w", cfg.mix.name(), cfg.warehouses), cfg, cfg.duration)
 }
 
 /// Loads the TPC-C database of `cfg` on one clock, durable as `durability` says.
-pub(crate) fn load<'a>(
-    cfg: &'a TpccConfig,
-    durability: &'a Durability,
-) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + 'a {
-    move |clock| engine::load(durability, "tpcc", |base| tpcc::load_with(clock, cfg, 2, base))
+pub(crate) fn load(cfg: TpccConfig, durability: &Durability) -> impl Fn(AnyClock) -> Loading + '_ {
+    move |clock| engine::load(durability, "tpcc", |base| tpcc::load_with(clock, &cfg, 2, base))
 }
 
 pub(crate) fn run_tpcc(args: &TpccArgs) -> Result<(), CliError> {
@@ -122,13 +108,9 @@ pub(crate) fn run_tpcc(args: &TpccArgs) -> Result<(), CliError> {
     );
     cfg.duration = common.duration().unwrap_or(cfg.duration);
     let durability = args.engine.durability.durability()?;
-    let plan = plan(&cfg, thread_counts, args.measure.repetitions, &durability)?;
-    measure_plan(
-        common,
-        &args.measure,
-        &plan,
-        &[ClockChoice::Logical, ClockChoice::Ordo],
-        &load(&cfg, &durability),
-    )?;
+    let runs =
+        Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
+    let plan = plan(&cfg, &runs)?;
+    measure_plan(common, &args.measure, &plan, &LOGICAL_AND_ORDO, &load(cfg, &durability))?;
     Ok(())
 }

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use ordo_bench::engine::{self, Durability};
-use ordo_bench::harness::{Loaded, Plan};
+use ordo_bench::harness::Plan;
 use ordo_bench::ycsb::{self, Operations, YcsbConfig};
-use ordo_clock::ClockChoice;
+use ordo_clock::AnyClock;
 
-use crate::bench::{CommonBenchArgs, EngineArgs, MeasureArgs, measure_plan, with_durability};
+use crate::bench::{
+    CommonBenchArgs, EngineArgs, LOGICAL_AND_ORDO, Loading, MeasureArgs, Runs, measure_plan,
+};
 use crate::error::CliError;
 
 /// Request mixes.
@@ -131,34 +133,17 @@ pub(crate) fn config(
     }
 }
 
-/// The harness plan and loader of a YCSB configuration.
-pub(crate) fn plan(
-    variant: &str,
-    cfg: &YcsbConfig,
-    thread_counts: Vec<usize>,
-    repetitions: usize,
-    durability: &Durability,
-) -> Result<Plan, CliError> {
-    for &t in &thread_counts {
+/// The harness plan of a YCSB configuration; `variant` names the mix.
+pub(crate) fn plan(variant: &str, cfg: &YcsbConfig, runs: &Runs<'_>) -> Result<Plan, CliError> {
+    for &t in &runs.thread_counts {
         YcsbConfig { threads: t, ..cfg.clone() }.validate()?;
     }
-    let plan = Plan {
-        workload: "ycsb".into(),
-        variant: variant.into(),
-        config: serde_json::to_value(cfg)?,
-        thread_counts,
-        duration: cfg.duration,
-        repetitions,
-    };
-    Ok(with_durability(plan, durability))
+    runs.plan("ycsb", variant.into(), cfg, cfg.duration)
 }
 
 /// Loads the YCSB table of `cfg` on one clock, durable as `durability` says.
-pub(crate) fn load<'a>(
-    cfg: &'a YcsbConfig,
-    durability: &'a Durability,
-) -> impl Fn(ordo_clock::AnyClock) -> Result<Box<dyn Loaded>, ordo_bench::error::BenchError> + 'a {
-    move |clock| engine::load(durability, "ycsb", |base| ycsb::load_with(clock, cfg, 2, base))
+pub(crate) fn load(cfg: YcsbConfig, durability: &Durability) -> impl Fn(AnyClock) -> Loading + '_ {
+    move |clock| engine::load(durability, "ycsb", |base| ycsb::load_with(clock, &cfg, 2, base))
 }
 
 pub(crate) fn run_ycsb(args: &YcsbArgs) -> Result<(), CliError> {
@@ -172,13 +157,9 @@ pub(crate) fn run_ycsb(args: &YcsbArgs) -> Result<(), CliError> {
     cfg.scan_length_max = args.scan_length_max;
     cfg.duration = common.duration().unwrap_or(cfg.duration);
     let durability = args.engine.durability.durability()?;
-    let plan = plan(args.mix.name(), &cfg, thread_counts, args.measure.repetitions, &durability)?;
-    measure_plan(
-        common,
-        &args.measure,
-        &plan,
-        &[ClockChoice::Logical, ClockChoice::Ordo],
-        &load(&cfg, &durability),
-    )?;
+    let runs =
+        Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
+    let plan = plan(args.mix.name(), &cfg, &runs)?;
+    measure_plan(common, &args.measure, &plan, &LOGICAL_AND_ORDO, &load(cfg, &durability))?;
     Ok(())
 }

@@ -22,6 +22,29 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// Runs `ordo ARGS`, fails with its stderr unless it succeeds, and returns its stdout.
+#[track_caller]
+fn succeeds(args: &[&str]) -> String {
+    let o = ordo(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Fails unless the summary `out` has every one of `rows`.
+#[track_caller]
+fn assert_rows(out: &str, rows: &[&str]) {
+    for row in rows {
+        assert!(out.contains(row), "summary lacks {row:?}: {out}");
+    }
+}
+
+/// The smallest hash table the tests run: 4 buckets of 5 keys.
+const SMALL_HASHTABLE: [&str; 4] = ["--buckets", "4", "--nodes-per-bucket", "5"];
+
+/// One 20 ms run per thread count, on the logical clock.
+const BRIEF_LOGICAL: [&str; 6] =
+    ["--duration-ms", "20", "--repetitions", "1", "--clock", "logical"];
+
 #[track_caller]
 fn refused(args: &[&str], expected: &str) {
     let o = ordo(args);
@@ -58,7 +81,7 @@ fn bad_input_is_refused_with_a_clear_message() {
 fn a_small_run_is_summarised_recorded_and_plotted() {
     let dir = scratch("run");
     let results = dir.join("r.jsonl");
-    let o = ordo(&[
+    let table = succeeds(&[
         "bench",
         "ycsb",
         "--mix",
@@ -76,8 +99,6 @@ fn a_small_run_is_summarised_recorded_and_plotted() {
         "--out",
         results.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("ycsb a") && table.contains("logical") && table.contains("system"));
     let lines = std::fs::read_to_string(&results).unwrap();
     assert_eq!(lines.lines().count(), 2 * 2 * 2, "threads x repetitions x clocks");
@@ -89,9 +110,7 @@ fn a_small_run_is_summarised_recorded_and_plotted() {
     }
     for kind in ["throughput", "aborts"] {
         let fig = dir.join(format!("{kind}.svg"));
-        let o =
-            ordo(&["plot", results.to_str().unwrap(), "-o", fig.to_str().unwrap(), "--kind", kind]);
-        assert!(o.status.success(), "{}", stderr(&o));
+        succeeds(&["plot", results.to_str().unwrap(), "-o", fig.to_str().unwrap(), "--kind", kind]);
         assert!(std::fs::metadata(&fig).unwrap().len() > 1000);
     }
     let _ = std::fs::remove_dir_all(dir);
@@ -114,11 +133,10 @@ fn stamp_runs_are_recorded_and_plotted_as_speedups() {
         "--param",
         "m=4",
     ];
-    let o = ordo(
+    let table = succeeds(
         &[&args[..], &["--threads", "1,2", "--repetitions", "1", "--out", results_arg]].concat(),
     );
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("speedup"), "the table is printed");
+    assert!(table.contains("speedup"), "the table is printed");
     let lines = std::fs::read_to_string(&results).unwrap();
     let records: Vec<serde_json::Value> =
         lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -126,8 +144,7 @@ fn stamp_runs_are_recorded_and_plotted_as_speedups() {
     assert_eq!(runs, 2 * 2, "threads x clocks, one repetition");
     assert_eq!(records.len(), runs * 2, "a summary line per cell");
     let fig = dir.join("ratio.svg");
-    let o = ordo(&["plot", results_arg, "-o", fig.to_str().unwrap(), "--kind", "ratio"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    succeeds(&["plot", results_arg, "-o", fig.to_str().unwrap(), "--kind", "ratio"]);
     assert!(std::fs::read_to_string(&fig).unwrap().contains("stamp kmeans"));
     refused(&[&args[..], &["--out", "/nonexistent/dir/r.jsonl"]].concat(), "/nonexistent/dir");
     let _ = std::fs::remove_dir_all(dir);
@@ -138,7 +155,7 @@ fn tpcc_refuses_bad_scale_and_reports_new_orders() {
     refused(&["bench", "tpcc", "--warehouses", "0"], "warehouses = 0 is out of range");
     refused(&["bench", "tpcc", "--items", "0"], "items = 0 is out of range");
     refused(&["bench", "tpcc", "--mix", "bogus"], "invalid value 'bogus'");
-    let o = ordo(&[
+    let out = succeeds(&[
         "bench",
         "tpcc",
         "--mix",
@@ -159,8 +176,6 @@ fn tpcc_refuses_bad_scale_and_reports_new_orders() {
         "logical,system",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(out.lines().count(), 2 * 2, "threads x clocks");
     for line in out.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -179,35 +194,23 @@ fn hashtable_refuses_bad_input_and_runs_both_implementations() {
     refused(&["bench", "hashtable", "--update-percent", "101"], "update-percent = 101");
     refused(&["bench", "hashtable", "--threads", "0"], "thread counts must be at least 1");
     refused(&["bench", "hashtable", "--impl", "bogus"], "invalid value 'bogus'");
-    let o = ordo(&[
-        "bench",
-        "hashtable",
-        "--buckets",
-        "4",
-        "--nodes-per-bucket",
-        "5",
-        "--threads",
-        "1",
-        "--duration-ms",
-        "20",
-        "--repetitions",
-        "1",
-        "--clock",
-        "logical",
-    ]);
-    assert!(o.status.success(), "stderr: {}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
-    for row in ["hashtable rlu 2%", "hashtable txn 2%", "hashtable rlu 40%", "hashtable txn 40%"] {
-        assert!(out.contains(row), "summary lacks {row:?}: {out}");
-    }
+    let out = succeeds(
+        &[&["bench", "hashtable"][..], &SMALL_HASHTABLE, &["--threads", "1"], &BRIEF_LOGICAL]
+            .concat(),
+    );
+    assert_rows(
+        &out,
+        &["hashtable rlu 2%", "hashtable txn 2%", "hashtable rlu 40%", "hashtable txn 40%"],
+    );
 }
 
 /// Runs `ordo ARGS --json` and returns its JSON lines, failing with its stderr if it failed.
 #[track_caller]
 fn json_lines(args: &[&str]) -> Vec<serde_json::Value> {
-    let o = ordo(&[args, &["--json"]].concat());
-    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-    String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    succeeds(&[args, &["--json"]].concat())
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -308,18 +311,11 @@ fn every_engine_workload_keeps_its_database_in_a_fresh_directory_and_removes_it(
     );
     durable_database_appears_and_goes(
         &[
-            "hashtable",
-            "--impl",
-            "txn",
-            "--buckets",
-            "4",
-            "--nodes-per-bucket",
-            "5",
-            "--update-percent",
-            "40",
-            "--duration",
-            "300ms",
-        ],
+            &["hashtable", "--impl", "txn"][..],
+            &SMALL_HASHTABLE,
+            &["--update-percent", "40", "--duration", "300ms"],
+        ]
+        .concat(),
         "hashtable",
     );
     durable_database_appears_and_goes(
@@ -387,29 +383,8 @@ fn bad_durability_flags_are_refused_with_a_clear_message() {
 #[test]
 fn hashtable_rlu_deferral_runs_and_refuses_zero() {
     refused(&["bench", "hashtable", "--rlu-defer", "0"], "invalid value '0'");
-    let o = ordo(&[
-        "bench",
-        "hashtable",
-        "--impl",
-        "rlu",
-        "--rlu-defer",
-        "4",
-        "--buckets",
-        "4",
-        "--nodes-per-bucket",
-        "5",
-        "--threads",
-        "1,2",
-        "--duration-ms",
-        "20",
-        "--repetitions",
-        "1",
-        "--clock",
-        "logical",
-    ]);
-    assert!(o.status.success(), "stderr: {}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
-    for row in ["hashtable rlu defer 4 2%", "hashtable rlu defer 4 40%"] {
-        assert!(out.contains(row), "summary lacks {row:?}: {out}");
-    }
+    let defer = ["bench", "hashtable", "--impl", "rlu", "--rlu-defer", "4"];
+    let out =
+        succeeds(&[&defer[..], &SMALL_HASHTABLE, &["--threads", "1,2"], &BRIEF_LOGICAL].concat());
+    assert_rows(&out, &["hashtable rlu defer 4 2%", "hashtable rlu defer 4 40%"]);
 }

@@ -41,6 +41,8 @@ pub mod hashset;
 #[cfg(not(loom))]
 pub mod heap;
 #[cfg(not(loom))]
+mod le_bytes;
+#[cfg(not(loom))]
 pub mod map;
 #[cfg(not(loom))]
 mod mvcc;

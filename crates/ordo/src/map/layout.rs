@@ -8,6 +8,7 @@
 
 use crate::addr::Addr;
 use crate::error::Error;
+use crate::le_bytes::{get_u16, get_u32, get_u64};
 
 use super::{FORMAT_VERSION, KEY_BYTES_MAX};
 
@@ -59,28 +60,6 @@ const _: () = assert!(RECORD_ENTRY_BYTES <= ENTRY_HEADER_BYTES + INLINE_BYTES_MA
 
 pub(super) fn corrupt(addr: Addr, reason: &'static str) -> Error {
     Error::CorruptMap { addr, reason }
-}
-
-#[inline]
-pub(super) fn get_u64(b: &[u8], off: usize) -> Option<u64> {
-    let bytes = b.get(off..off.checked_add(8)?)?;
-    let mut w = [0u8; 8];
-    w.copy_from_slice(bytes);
-    Some(u64::from_le_bytes(w))
-}
-
-#[inline]
-fn get_u32(b: &[u8], off: usize) -> Option<u32> {
-    let bytes = b.get(off..off.checked_add(4)?)?;
-    let mut w = [0u8; 4];
-    w.copy_from_slice(bytes);
-    Some(u32::from_le_bytes(w))
-}
-
-#[inline]
-fn get_u16(b: &[u8], off: usize) -> Option<u16> {
-    let bytes = b.get(off..off.checked_add(2)?)?;
-    Some(u16::from_le_bytes([bytes[0], bytes[1]]))
 }
 
 /// `n` rounded up to a multiple of 8.

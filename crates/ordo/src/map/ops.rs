@@ -7,14 +7,15 @@ use ordo_clock::Clock;
 
 use crate::addr::Addr;
 use crate::error::Error;
+use crate::le_bytes::get_u64;
 use crate::txn::Tx;
 
 use super::hash::hash;
 use super::layout::{
     BUCKET_HEADER_BYTES, Body, BucketBuf, DEPTH_BITS_LIMIT, Entry, FANOUT, FANOUT_BITS, LEVELS_MAX,
     NODE_BYTES, RootHeader, Slot, bucket_header, bucket_slot, check_record, child_slot, corrupt,
-    decode_slot, encode_inline, encode_node, encode_record, entries_from, get_u64, is_inline,
-    node_bytes, root_header, slot_index, slot_offset,
+    decode_slot, encode_inline, encode_node, encode_record, entries_from, is_inline, node_bytes,
+    root_header, slot_index, slot_offset,
 };
 use super::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 

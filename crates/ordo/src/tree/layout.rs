@@ -11,6 +11,7 @@ use std::ops::Range;
 
 use crate::addr::Addr;
 use crate::error::Error;
+use crate::le_bytes::{get_u16, get_u32, get_u64};
 
 use super::{
     FORMAT_VERSION, INLINE_BYTES_MAX, KEY_BYTES_MAX, NODE_BYTES_MAX, NODE_BYTES_MIN,
@@ -48,30 +49,6 @@ const _: () = assert!(Geometry::of(super::NODE_BYTES_DEFAULT).inline_max == INLI
 
 pub(super) fn corrupt(addr: Addr, reason: &'static str) -> Error {
     Error::CorruptTree { addr, reason }
-}
-
-#[inline]
-fn get_u64(b: &[u8], off: usize) -> Option<u64> {
-    let bytes = b.get(off..off.checked_add(8)?)?;
-    let mut w = [0u8; 8];
-    w.copy_from_slice(bytes);
-    Some(u64::from_le_bytes(w))
-}
-
-#[inline]
-fn get_u32(b: &[u8], off: usize) -> Option<u32> {
-    let bytes = b.get(off..off.checked_add(4)?)?;
-    let mut w = [0u8; 4];
-    w.copy_from_slice(bytes);
-    Some(u32::from_le_bytes(w))
-}
-
-#[inline]
-fn get_u16(b: &[u8], off: usize) -> Option<u16> {
-    let bytes = b.get(off..off.checked_add(2)?)?;
-    let mut w = [0u8; 2];
-    w.copy_from_slice(bytes);
-    Some(u16::from_le_bytes(w))
 }
 
 // ---------------------------------------------------------------------------------------------

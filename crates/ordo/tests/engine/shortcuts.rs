@@ -10,8 +10,8 @@ use crate::common;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use ordo::txn::{CommitStep, Shortcuts};
-use ordo::{Addr, Config, Error, Isolation, Options, Ordo};
-use ordo_check::{Recorder, check_opacity, check_serializable};
+use ordo::{Addr, Config, Error, Isolation, Options, Ordo, Tx};
+use ordo_check::{Recorder, TxnRecorder, Violation, check_opacity, check_serializable};
 use ordo_clock::{Clock, LogicalClock, TestClock};
 
 use common::{append, read_list};
@@ -52,6 +52,52 @@ fn wait_until(cond: impl Fn() -> bool) {
     }
 }
 
+/// Defines a static [`Gate`] `$gate` and a commit hook `$hook` that pauses at it on `$step`.
+/// Each test defines its own: tests run in parallel and must not share a gate.
+macro_rules! gate_at {
+    ($gate:ident, $hook:ident, $step:expr) => {
+        static $gate: Gate = Gate::new();
+        fn $hook(step: CommitStep) {
+            if step == $step {
+                $gate.pause();
+            }
+        }
+    };
+}
+
+/// Fails the test unless `verdict` is a violation (`what` names the one that must be caught);
+/// prints it. A failure points at the caller.
+#[track_caller]
+fn assert_caught(verdict: Result<(), Violation>, what: &str) {
+    let v = verdict.expect_err(what);
+    eprintln!("caught as expected: {v}");
+}
+
+/// Reads list `k` in `tx` and records the read.
+fn read_recorded<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    r: &mut TxnRecorder<'_>,
+    lists: &[Addr],
+    k: usize,
+) -> Result<(), Error> {
+    let list = read_list(tx, lists[k])?;
+    r.read_list(k as u64, &list);
+    Ok(())
+}
+
+/// Appends `value` to list `k` in `tx` and records the append.
+fn append_recorded<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    r: &mut TxnRecorder<'_>,
+    lists: &[Addr],
+    k: usize,
+    value: u64,
+) -> Result<(), Error> {
+    append(tx, lists[k], value)?;
+    r.append(k as u64, value);
+    Ok(())
+}
+
 fn db() -> (Ordo<LogicalClock>, Vec<Addr>) {
     let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
     let lists = common::make_lists(&db, 2);
@@ -87,10 +133,8 @@ fn torn_read_on<C: Clock>(
             writer_setup();
             let mut r = rec.begin(1);
             let mut tx = db.begin_with(writer_options).unwrap();
-            append(&mut tx, lists[0], 1).unwrap();
-            append(&mut tx, lists[1], 2).unwrap();
-            r.append(0, 1);
-            r.append(1, 2);
+            append_recorded(&mut tx, &mut r, lists, 0, 1).unwrap();
+            append_recorded(&mut tx, &mut r, lists, 1, 2).unwrap();
             match tx.commit() {
                 Ok(_) => r.commit(),
                 Err(_) => r.abort(),
@@ -104,8 +148,7 @@ fn torn_read_on<C: Clock>(
         writer.join().unwrap();
         let outcome = first.and_then(|l0| {
             r.read_list(0, &l0);
-            let l1 = read_list(&mut tx, lists[1])?;
-            r.read_list(1, &l1);
+            read_recorded(&mut tx, &mut r, lists, 1)?;
             tx.commit()
         });
         match outcome {
@@ -119,18 +162,12 @@ fn torn_read_on<C: Clock>(
 
 #[test]
 fn reading_locked_objects_breaks_opacity() {
-    static GATE: Gate = Gate::new();
-    fn hook(step: CommitStep) {
-        if step == CommitStep::WriteTimestamp {
-            GATE.pause();
-        }
-    }
+    gate_at!(GATE, hook, CommitStep::WriteTimestamp);
     let writer = Shortcuts { hook: Some(hook), ..Shortcuts::default() };
     let skip = Shortcuts { skip_read_lock_check: true, ..Shortcuts::default() };
 
     let h = torn_read_script(writer, skip, &GATE);
-    let v = check_opacity(&h).expect_err("a read of a locked object must be caught");
-    eprintln!("caught as expected: {v}");
+    assert_caught(check_opacity(&h), "a read of a locked object must be caught");
 
     let h = torn_read_script(writer, Shortcuts::default(), &GATE);
     check_opacity(&h).expect("with the lock check the reader aborts instead");
@@ -138,17 +175,11 @@ fn reading_locked_objects_breaks_opacity() {
 
 #[test]
 fn waiting_before_locking_breaks_opacity() {
-    static GATE: Gate = Gate::new();
-    fn hook(step: CommitStep) {
-        if step == CommitStep::BeforeLock {
-            GATE.pause();
-        }
-    }
+    gate_at!(GATE, hook, CommitStep::BeforeLock);
     let unsafe_writer =
         Shortcuts { hook: Some(hook), wait_before_lock: true, ..Shortcuts::default() };
     let h = torn_read_script(unsafe_writer, Shortcuts::default(), &GATE);
-    let v = check_opacity(&h).expect_err("a write timestamp drawn before locking must be caught");
-    eprintln!("caught as expected: {v}");
+    assert_caught(check_opacity(&h), "a write timestamp drawn before locking must be caught");
 
     let safe_writer = Shortcuts { hook: Some(hook), ..Shortcuts::default() };
     let h = torn_read_script(safe_writer, Shortcuts::default(), &GATE);
@@ -162,12 +193,7 @@ fn waiting_before_locking_breaks_opacity() {
 /// read then dooms the reader; without it the reader sees list 1 appended and list 0 not.
 #[test]
 fn skipping_read_revalidation_breaks_opacity() {
-    static GATE: Gate = Gate::new();
-    fn hook(step: CommitStep) {
-        if step == CommitStep::BeforeLock {
-            GATE.pause();
-        }
-    }
+    gate_at!(GATE, hook, CommitStep::BeforeLock);
     const BOUNDARY_NS: u64 = 200_000_000;
     let run = |reader: Shortcuts| {
         let clock = TestClock::new(BOUNDARY_NS);
@@ -178,8 +204,7 @@ fn skipping_read_revalidation_breaks_opacity() {
         torn_read_on(&db, &lists, lag, writer, reader, &GATE)
     };
     let h = run(Shortcuts { skip_read_revalidation: true, ..Shortcuts::default() });
-    let v = check_opacity(&h).expect_err("a read past an unvalidated earlier read must be caught");
-    eprintln!("caught as expected: {v}");
+    assert_caught(check_opacity(&h), "a read past an unvalidated earlier read must be caught");
     let h = run(Shortcuts::default());
     check_opacity(&h).expect("revalidation dooms the reader instead");
 }
@@ -194,15 +219,12 @@ fn write_skew(shortcuts: Shortcuts) -> ordo_check::History {
     let mut t1 = db.begin_with(options).unwrap();
     let mut t2 = db.begin_with(options).unwrap();
     for (t, r) in [(&mut t1, &mut r1), (&mut t2, &mut r2)] {
-        for (k, list) in lists.iter().enumerate() {
-            let l = read_list(t, *list).unwrap();
-            r.read_list(k as u64, &l);
+        for k in 0..lists.len() {
+            read_recorded(t, r, &lists, k).unwrap();
         }
     }
-    append(&mut t1, lists[0], 10).unwrap();
-    r1.append(0, 10);
-    append(&mut t2, lists[1], 20).unwrap();
-    r2.append(1, 20);
+    append_recorded(&mut t1, &mut r1, &lists, 0, 10).unwrap();
+    append_recorded(&mut t2, &mut r2, &lists, 1, 20).unwrap();
     for (t, r) in [(t1, r1), (t2, r2)] {
         match t.commit() {
             Ok(_) => r.commit(),
@@ -217,8 +239,7 @@ fn write_skew(shortcuts: Shortcuts) -> ordo_check::History {
 #[test]
 fn skipping_validation_breaks_serializability() {
     let h = write_skew(Shortcuts { skip_validation: true, ..Shortcuts::default() });
-    let v = check_serializable(&h).expect_err("write skew must be caught");
-    eprintln!("caught as expected: {v}");
+    assert_caught(check_serializable(&h), "write skew must be caught");
     let h = write_skew(Shortcuts::default());
     check_serializable(&h).expect("validation aborts one of the two");
 }
@@ -306,7 +327,7 @@ fn record<C: ordo_clock::Clock>(
     process: u32,
     db: &Ordo<C>,
     options: Options,
-    body: impl FnOnce(&mut ordo::Tx<'_, C>, &mut ordo_check::TxnRecorder<'_>) -> Result<(), Error>,
+    body: impl FnOnce(&mut Tx<'_, C>, &mut TxnRecorder<'_>) -> Result<(), Error>,
 ) {
     let mut r = rec.begin(process);
     let mut tx = db.begin_with(options).unwrap();
@@ -319,14 +340,8 @@ fn record<C: ordo_clock::Clock>(
 
 fn read_both<C: ordo_clock::Clock>(
     lists: &[Addr],
-) -> impl FnOnce(&mut ordo::Tx<'_, C>, &mut ordo_check::TxnRecorder<'_>) -> Result<(), Error> + '_ {
-    move |tx, r| {
-        for (k, l) in lists.iter().enumerate() {
-            let v = read_list(tx, *l)?;
-            r.read_list(k as u64, &v);
-        }
-        Ok(())
-    }
+) -> impl FnOnce(&mut Tx<'_, C>, &mut TxnRecorder<'_>) -> Result<(), Error> + '_ {
+    move |tx, r| (0..lists.len()).try_for_each(|k| read_recorded(tx, r, lists, k))
 }
 
 /// FaRMv2 §7.3 verbatim: T1 (high uncertainty) does A <- B + 1 and unlocks while its write
@@ -340,19 +355,13 @@ fn no_write_wait(skip: bool) -> ordo_check::History {
     };
     clock.set(3, 3);
     record(&rec, 1, &db, t1, |tx, r| {
-        let b = read_list(tx, lists[1])?;
-        r.read_list(1, &b);
-        append(tx, lists[0], 1)?;
-        r.append(0, 1);
+        read_recorded(tx, r, &lists, 1)?;
+        append_recorded(tx, r, &lists, 0, 1)?;
         clock.set(4, 9); // T1's machine is very uncertain when it commits
         Ok(())
     });
     clock.set(6, 6);
-    record(&rec, 2, &db, Options::default(), |tx, r| {
-        append(tx, lists[1], 2)?;
-        r.append(1, 2);
-        Ok(())
-    });
+    record(&rec, 2, &db, Options::default(), |tx, r| append_recorded(tx, r, &lists, 1, 2));
     clock.set(8, 8);
     record(&rec, 3, &db, Options::default(), read_both(&lists));
     clock.set(20, 20);
@@ -363,8 +372,7 @@ fn no_write_wait(skip: bool) -> ordo_check::History {
 #[test]
 fn skipping_the_write_wait_breaks_serializability_with_old_versions() {
     let h = no_write_wait(true);
-    let v = check_serializable(&h).expect_err("FaRMv2 §7.3 counterexample must be caught");
-    eprintln!("caught as expected: {v}");
+    assert_caught(check_serializable(&h), "FaRMv2 §7.3 counterexample must be caught");
     check_opacity(&no_write_wait(false)).expect("with the wait, T2 and T3 start after 9");
 }
 
@@ -384,17 +392,13 @@ fn validation_during_wait(early: bool) -> ordo_check::History {
     };
     clock.set(3, 3);
     record(&rec, 1, &db, t1, |tx, r| {
-        let b = read_list(tx, lists[1])?;
-        r.read_list(1, &b);
-        append(tx, lists[0], 1)?;
-        r.append(0, 1);
+        read_recorded(tx, r, &lists, 1)?;
+        append_recorded(tx, r, &lists, 0, 1)?;
         clock.set(4, 9);
         clock.during_next_wait(move || {
             clock2.set(6, 6);
             record(&rec2, 2, &db2, Options::default(), |tx, r| {
-                append(tx, lists2[1], 2)?;
-                r.append(1, 2);
-                Ok(())
+                append_recorded(tx, r, &lists2, 1, 2)
             });
         });
         Ok(())
@@ -409,8 +413,7 @@ fn validation_during_wait(early: bool) -> ordo_check::History {
 #[test]
 fn validating_during_the_wait_breaks_serializability_with_old_versions() {
     let h = validation_during_wait(true);
-    let v = check_serializable(&h).expect_err("validation before the wait must be caught");
-    eprintln!("caught as expected: {v}");
+    assert_caught(check_serializable(&h), "validation before the wait must be caught");
     check_serializable(&validation_during_wait(false))
         .expect("validating after the wait aborts T1");
 }

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: panics are the failure reports
 
+mod common;
 #[path = "../map_common/mod.rs"]
 mod map_common;
 #[path = "../tree_common/mod.rs"]

@@ -3,20 +3,13 @@
 //! leave no trace — through growth by splits, deep directories, overflow chains, and emptying.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+use crate::common::End;
 use crate::map_common;
 
 use map_common::{Model, assert_same, db, key, short_key, value};
 use ordo::Versions;
 use ordo::map::{HashMap, MapOptions, MapShape};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
-
-/// How a transaction of the model run ends.
-#[derive(Clone, Copy, Debug)]
-enum End {
-    Commit,
-    Abort,
-    Drop,
-}
 
 /// One model run: `rounds` transactions over keys `0..keys`, inserting with probability
 /// `insert_pct` per operation (the rest split between removes and reads).
@@ -56,19 +49,8 @@ fn run_model(
             // Whole-map reads see the transaction's own writes.
             assert_same(&mut tx, map, &pending).unwrap();
         }
-        let end = match rng.random_range(0..10) {
-            0 => End::Abort,
-            1 => End::Drop,
-            _ => End::Commit,
-        };
-        match end {
-            End::Commit => {
-                tx.commit().unwrap();
-                model = pending;
-            }
-            End::Abort => tx.abort(),
-            End::Drop => drop(tx),
-        }
+        let end = End::random(&mut rng);
+        end.apply(tx, &mut model, pending);
         if round % 25 == 0 || !matches!(end, End::Commit) && round % 5 == 0 {
             db.run(|tx| assert_same(tx, map, &model)).unwrap();
         }

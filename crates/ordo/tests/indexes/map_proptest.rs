@@ -3,6 +3,7 @@
 //! applied only the committed ones, and every operation returns what the model returns.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+use crate::common::End;
 use crate::map_common;
 
 use map_common::{Model, assert_same, db, key};
@@ -17,13 +18,6 @@ enum Op {
     Get(Vec<u8>),
     Len,
     Entries,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum End {
-    Commit,
-    Abort,
-    Drop,
 }
 
 fn key_strategy() -> impl Strategy<Value = Vec<u8>> {
@@ -98,14 +92,7 @@ proptest! {
                     }
                 }
             }
-            match end {
-                End::Commit => {
-                    tx.commit().unwrap();
-                    model = pending;
-                }
-                End::Abort => tx.abort(),
-                End::Drop => drop(tx),
-            }
+            end.apply(tx, &mut model, pending);
         }
         db.run(|tx| assert_same(tx, map, &model)).unwrap();
     }

@@ -5,20 +5,13 @@
 //! shrinkage back to an empty root by merges, redistributions and root collapses.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+use crate::common::End;
 use crate::tree_common;
 
 use ordo::Versions;
 use ordo::tree::{BTree, TreeOptions, TreeStats};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use tree_common::{Model, assert_same, check_random_range, db, key_pool, value};
-
-/// How a transaction of the model run ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum End {
-    Commit,
-    Abort,
-    Drop,
-}
 
 /// What a model run saw.
 #[derive(Debug, Default)]
@@ -79,19 +72,8 @@ fn run_model(
                 seen.ranges +=
                     check_random_range(&mut tx, tree, &pending, &pool, &mut rng).unwrap();
             }
-            let end = match rng.random_range(0..10) {
-                0 => End::Abort,
-                1 => End::Drop,
-                _ => End::Commit,
-            };
-            match end {
-                End::Commit => {
-                    tx.commit().unwrap();
-                    model = pending;
-                }
-                End::Abort => tx.abort(),
-                End::Drop => drop(tx),
-            }
+            let end = End::random(&mut rng);
+            end.apply(tx, &mut model, pending);
             let stats: TreeStats = db.run(|tx| tree.check_invariants(tx)).unwrap();
             assert_eq!(stats.entries, model.len(), "round {round} ({end:?})");
             seen.depth_max = seen.depth_max.max(stats.depth);

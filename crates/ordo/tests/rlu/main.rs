@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: panics are the failure reports
 
+mod common;
 #[path = "../set_common/mod.rs"]
 mod set_common;
 

@@ -3,6 +3,7 @@
 //! logical clock, a skewed test clock (skew within its boundary) and the ORDO clock.
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
+use crate::common::on_every_clock;
 use crate::set_common;
 
 use std::collections::BTreeSet;
@@ -12,28 +13,13 @@ use ordo::hashset::TxnHashSet;
 use ordo::rlu::hashset::RluHashSet;
 use ordo::rlu::{NodeId, NodeValue, Rlu, RluError, RluOptions};
 use ordo::{Config, Ordo};
-use ordo_clock::{Clock, LogicalClock, TestClock, ThreadSkew};
+use ordo_clock::{Clock, LogicalClock};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
-use set_common::{Kind, SetHistory};
+use set_common::{BUCKETS, Kind, SetHistory, pick, rlu_tagged};
 
 fn options(capacity_nodes: usize, max_threads: usize) -> RluOptions {
     RluOptions { capacity_nodes, max_threads, ..RluOptions::default() }
-}
-
-/// A clock whose threads lag the reference by up to its whole boundary (0, -B/2, -B, ...).
-fn skewed_clock() -> TestClock {
-    TestClock::builder()
-        .claimed_boundary_nanos(2_000)
-        .skew_by_index(|i| ThreadSkew::offset(-((i as i64 % 3) * 1_000)))
-        .build()
-}
-
-/// The ORDO clock with a generous 20 µs boundary (far above any invariant counter's skew), or
-/// `None` where the counter is not invariant.
-fn ordo_clock() -> Option<ordo_clock::OrdoClock> {
-    let counter = ordo_clock::Counter::detect().ok()?;
-    ordo_clock::OrdoClock::with_boundary_nanos(counter, 20_000).ok()
 }
 
 #[test]
@@ -157,35 +143,7 @@ fn snapshot_stress<C: Clock>(clock: C) {
     });
 }
 
-#[test]
-fn snapshots_are_consistent_logical() {
-    snapshot_stress(LogicalClock::new());
-}
-
-#[test]
-fn snapshots_are_consistent_skewed_test_clock() {
-    snapshot_stress(skewed_clock());
-}
-
-#[test]
-fn snapshots_are_consistent_ordo() {
-    if let Some(c) = ordo_clock() {
-        snapshot_stress(c);
-    }
-}
-
-const KEYS: u64 = 12;
-const BUCKETS: u64 = 3;
-
-fn pick(rng: &mut SmallRng) -> (u64, Kind) {
-    let k = rng.random_range(0..KEYS);
-    let kind = match rng.random_range(0..4) {
-        0 | 1 => Kind::Contains,
-        2 => Kind::Insert,
-        _ => Kind::Remove,
-    };
-    (k, kind)
-}
+on_every_clock!(snapshots_are_consistent_logical, snapshots_are_consistent_skewed_test_clock, snapshots_are_consistent_ordo => snapshot_stress());
 
 fn rlu_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) {
     let set = RluHashSet::new(clock, BUCKETS as usize, options(256, 8)).unwrap();
@@ -199,15 +157,7 @@ fn rlu_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) {
                 for i in 1..=ops {
                     let (k, kind) = pick(&mut rng);
                     let tag = (u64::from(p) + 1) << 32 | i;
-                    hist.record(p, k % BUCKETS, k, kind, tag, || {
-                        let r = match kind {
-                            Kind::Contains => h.contains_tagged(k),
-                            Kind::Insert => h.insert_tagged(k, tag),
-                            Kind::Remove => h.remove_tagged(k, tag),
-                        }
-                        .unwrap();
-                        (r.result, r.tag_seen)
-                    });
+                    hist.record(p, k % BUCKETS, k, kind, tag, || rlu_tagged(&mut h, kind, k, tag));
                 }
             });
         }
@@ -245,39 +195,9 @@ fn txn_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) {
     assert_eq!(n as u64, u64::from(threads) * ops);
 }
 
-#[test]
-fn rlu_set_is_linearizable_logical() {
-    rlu_linearizable(LogicalClock::new(), 4, 400);
-}
+on_every_clock!(rlu_set_is_linearizable_logical, rlu_set_is_linearizable_skewed_test_clock, rlu_set_is_linearizable_ordo => rlu_linearizable(4, 400));
 
-#[test]
-fn rlu_set_is_linearizable_skewed_test_clock() {
-    rlu_linearizable(skewed_clock(), 4, 400);
-}
-
-#[test]
-fn rlu_set_is_linearizable_ordo() {
-    if let Some(c) = ordo_clock() {
-        rlu_linearizable(c, 4, 400);
-    }
-}
-
-#[test]
-fn txn_set_is_linearizable_logical() {
-    txn_linearizable(LogicalClock::new(), 4, 250);
-}
-
-#[test]
-fn txn_set_is_linearizable_skewed_test_clock() {
-    txn_linearizable(skewed_clock(), 4, 250);
-}
-
-#[test]
-fn txn_set_is_linearizable_ordo() {
-    if let Some(c) = ordo_clock() {
-        txn_linearizable(c, 4, 250);
-    }
-}
+on_every_clock!(txn_set_is_linearizable_logical, txn_set_is_linearizable_skewed_test_clock, txn_set_is_linearizable_ordo => txn_linearizable(4, 250));
 
 /// The set shared through an `Arc` as the benchmark does, many threads, then the final size
 /// equals the initial size plus successful inserts minus successful removes.

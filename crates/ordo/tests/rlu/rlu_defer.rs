@@ -12,6 +12,7 @@
 //!   updates stay invisible.
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
+use crate::common::on_every_clock;
 use crate::set_common;
 
 use std::collections::BTreeSet;
@@ -21,10 +22,10 @@ use std::time::{Duration, Instant};
 
 use ordo::rlu::hashset::RluHashSet;
 use ordo::rlu::{NodeId, NodeValue, Rlu, RluOptions, RluStats};
-use ordo_clock::{Clock, LogicalClock, TestClock, ThreadSkew};
+use ordo_clock::{Clock, LogicalClock};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
-use set_common::{Kind, SetHistory};
+use set_common::{BUCKETS, SetHistory, pick, rlu_tagged};
 
 fn deferring(capacity_nodes: usize, max_threads: usize, limit: usize) -> RluOptions {
     RluOptions {
@@ -33,33 +34,6 @@ fn deferring(capacity_nodes: usize, max_threads: usize, limit: usize) -> RluOpti
         defer_limit: NonZeroUsize::new(limit),
         ..RluOptions::default()
     }
-}
-
-/// A clock whose threads lag the reference by up to its whole boundary (0, -B/2, -B, ...).
-fn skewed_clock() -> TestClock {
-    TestClock::builder()
-        .claimed_boundary_nanos(2_000)
-        .skew_by_index(|i| ThreadSkew::offset(-((i as i64 % 3) * 1_000)))
-        .build()
-}
-
-/// The ORDO clock with a generous 20 µs boundary, or `None` where the counter is not invariant.
-fn ordo_clock() -> Option<ordo_clock::OrdoClock> {
-    let counter = ordo_clock::Counter::detect().ok()?;
-    ordo_clock::OrdoClock::with_boundary_nanos(counter, 20_000).ok()
-}
-
-const KEYS: u64 = 12;
-const BUCKETS: u64 = 3;
-
-fn pick(rng: &mut SmallRng) -> (u64, Kind) {
-    let k = rng.random_range(0..KEYS);
-    let kind = match rng.random_range(0..4) {
-        0 | 1 => Kind::Contains,
-        2 => Kind::Insert,
-        _ => Kind::Remove,
-    };
-    (k, kind)
 }
 
 /// Threads run tagged set operations with deferral (limit 4); returns the summed counters.
@@ -78,13 +52,7 @@ fn deferred_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) -> RluStats
                         let (k, kind) = pick(&mut rng);
                         let tag = (u64::from(p) + 1) << 32 | i;
                         pending.push(hist.run(p, k % BUCKETS, k, kind, tag, || {
-                            let r = match kind {
-                                Kind::Contains => h.contains_tagged(k),
-                                Kind::Insert => h.insert_tagged(k, tag),
-                                Kind::Remove => h.remove_tagged(k, tag),
-                            }
-                            .unwrap();
-                            (r.result, r.tag_seen)
+                            rlu_tagged(&mut h, kind, k, tag)
                         }));
                         // Everything this thread did so far is published: it has completed.
                         if h.deferred_sections() == 0 {
@@ -115,22 +83,11 @@ fn deferred_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) -> RluStats
     total
 }
 
-#[test]
-fn deferred_set_is_linearizable_logical() {
-    deferred_linearizable(LogicalClock::new(), 4, 400);
-}
-
-#[test]
-fn deferred_set_is_linearizable_skewed_test_clock() {
-    deferred_linearizable(skewed_clock(), 4, 400);
-}
-
-#[test]
-fn deferred_set_is_linearizable_ordo() {
-    if let Some(c) = ordo_clock() {
-        deferred_linearizable(c, 4, 400);
-    }
-}
+on_every_clock!(
+    deferred_set_is_linearizable_logical,
+    deferred_set_is_linearizable_skewed_test_clock,
+    deferred_set_is_linearizable_ordo => deferred_linearizable(4, 400)
+);
 
 /// One thread against a model, with a 4-slot log and a defer limit larger than the log holds:
 /// deferred commits forced by a full log and by a section that needs its own deferred lock

@@ -15,35 +15,18 @@
 #![cfg(feature = "shortcuts")]
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
+use crate::common::{GO, IDLE, PAUSED, pause, wait_until};
+
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use ordo::rlu::hashset::RluHashSet;
 use ordo::rlu::{NodeId, NodeValue, Rlu, RluOptions, RluShortcuts, RluStep};
 use ordo_clock::{LogicalClock, Reference, TestClock, Timestamp};
 
-const IDLE: u8 = 0;
-const PAUSED: u8 = 1;
-const GO: u8 = 2;
-
 /// The scripts share the statics below: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn wait_until(cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "scripted interleaving stalled");
-        std::thread::yield_now();
-    }
-}
-
-fn pause(gate: &AtomicU8) {
-    gate.store(PAUSED, Ordering::SeqCst);
-    wait_until(|| gate.load(Ordering::SeqCst) == GO);
-    gate.store(IDLE, Ordering::SeqCst);
-}
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -18,11 +18,11 @@
 #![cfg(feature = "shortcuts")]
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
+use crate::common::{GO, IDLE, PAUSED, pause, wait_until};
 use crate::set_common;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use ordo::rlu::hashset::RluHashSet;
 use ordo::rlu::{RluOptions, RluShortcuts, RluStep};
@@ -35,34 +35,18 @@ const START: u64 = 1_000_000;
 const KEY: u64 = 5;
 const WRITER_TAG: u64 = 77;
 
-const IDLE: u8 = 0;
-const PAUSED: u8 = 1;
-const GO: u8 = 2;
-
 /// The writer's wait target, published by the hook (0 = not yet).
 static WAIT_UNTIL: AtomicU64 = AtomicU64::new(0);
 static GATE: AtomicU8 = AtomicU8::new(IDLE);
 /// The two scenarios share the statics: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn wait_until(cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "scripted interleaving stalled");
-        std::thread::yield_now();
-    }
-}
-
 fn hook(step: RluStep) {
     match step {
         RluStep::ClockDrawn { wait_until, .. } => {
             WAIT_UNTIL.store(wait_until.as_nanos(), Ordering::SeqCst);
         }
-        RluStep::BeforeWriteback => {
-            GATE.store(PAUSED, Ordering::SeqCst);
-            wait_until(|| GATE.load(Ordering::SeqCst) == GO);
-            GATE.store(IDLE, Ordering::SeqCst);
-        }
+        RluStep::BeforeWriteback => pause(&GATE),
         RluStep::ClockRead | RluStep::ReaderBlocked | RluStep::Stealing => {}
     }
 }
@@ -165,12 +149,6 @@ mod block {
     static WRITEBACK: AtomicU8 = AtomicU8::new(IDLE);
     static READER_BLOCKED: AtomicU8 = AtomicU8::new(0);
     static READER_MID: AtomicU8 = AtomicU8::new(IDLE);
-
-    fn pause(gate: &AtomicU8) {
-        gate.store(PAUSED, Ordering::SeqCst);
-        wait_until(|| gate.load(Ordering::SeqCst) == GO);
-        gate.store(IDLE, Ordering::SeqCst);
-    }
 
     fn hook(step: RluStep) {
         match step {

@@ -7,7 +7,44 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
+use ordo::rlu::hashset::RluSetHandle;
 use ordo_check::{Recorder, TxnRecorder, check_strict_serializable};
+use ordo_clock::Clock;
+use rand::{Rng, rngs::SmallRng};
+
+/// Keys of the concurrent history tests: few, so that operations collide.
+pub const KEYS: u64 = 12;
+/// Buckets of the concurrent history tests' sets (a key's bucket is `key % BUCKETS`).
+pub const BUCKETS: u64 = 3;
+
+/// A random operation of the history tests: a key below [`KEYS`]; half `contains`, a quarter
+/// each `insert` and `remove`.
+pub fn pick(rng: &mut SmallRng) -> (u64, Kind) {
+    let k = rng.random_range(0..KEYS);
+    let kind = match rng.random_range(0..4) {
+        0 | 1 => Kind::Contains,
+        2 => Kind::Insert,
+        _ => Kind::Remove,
+    };
+    (k, kind)
+}
+
+/// Runs `kind` on `key` through an RLU set handle, tagging a change with `tag`; returns
+/// (result, tag seen), what [`SetHistory::record`] takes.
+pub fn rlu_tagged<C: Clock>(
+    h: &mut RluSetHandle<C>,
+    kind: Kind,
+    key: u64,
+    tag: u64,
+) -> (bool, u64) {
+    let r = match kind {
+        Kind::Contains => h.contains_tagged(key),
+        Kind::Insert => h.insert_tagged(key, tag),
+        Kind::Remove => h.remove_tagged(key, tag),
+    }
+    .unwrap();
+    (r.result, r.tag_seen)
+}
 
 /// What an operation did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
