@@ -110,9 +110,10 @@ pub struct DurableConfig {
     pub chunk_bytes: u32,
     /// Chunks per preallocated segment file.
     pub chunks_per_segment: u32,
-    /// Start writeback of every transaction record after its commit installed (SPHT Alg. 5's
-    /// flush after commit; a `sync_file_range` hint, never waited for). Off by default:
-    /// `ordo bench durable --modes sync,sync+flush` measures both.
+    /// Process mode: start writeback of every transaction record after its commit installed
+    /// (SPHT Alg. 5's flush after commit; a `sync_file_range` hint, never waited for). Off by
+    /// default: `ordo bench durable --modes process,process+flush` measures both. Sync mode
+    /// ignores it: a record reaches the file with its round, just before the round's flush.
     pub flush_after_commit: bool,
     /// Leader/follower batching (sync mode): microseconds a round's leader may wait for the
     /// committers the previous round released to append again, at most half the last flush;
