@@ -128,6 +128,11 @@ pub struct DurableConfig {
     /// The most segment files before a commit that needs a new one waits (bounded, counted)
     /// for a checkpoint to delete one; 0 = unbounded.
     pub log_segments_max: usize,
+    /// Create the next log segment in a background thread before it is needed (on by
+    /// default): creating one flushes `chunk_bytes * chunks_per_segment` of zeros, which would
+    /// otherwise stall the committers that need it. Off, segments are created on demand
+    /// (tests that count segment files turn it off).
+    pub preallocate_segments: bool,
     /// The file system seam (tests pass an [`io::FaultStorage`]).
     pub storage: Arc<dyn Storage>,
     /// Test-only switches that break the marker (negative tests).
@@ -146,6 +151,7 @@ impl PartialEq for DurableConfig {
             && self.checkpoint_interval_ms == o.checkpoint_interval_ms
             && self.replay_threads == o.replay_threads
             && self.log_segments_max == o.log_segments_max
+            && self.preallocate_segments == o.preallocate_segments
             && Arc::ptr_eq(&self.storage, &o.storage)
     }
 }
@@ -164,6 +170,7 @@ impl DurableConfig {
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
             replay_threads: 2,
             log_segments_max: LOG_SEGMENTS_MAX_DEFAULT,
+            preallocate_segments: true,
             storage: Arc::new(RealStorage),
             #[cfg(feature = "shortcuts")]
             shortcuts: MarkerShortcuts::default(),
@@ -414,6 +421,7 @@ pub(crate) fn open(
         flush_after_commit: config.flush_after_commit,
         group_wait: std::time::Duration::from_micros(config.group_wait_us),
         segments_max: config.log_segments_max,
+        preallocate: config.preallocate_segments,
         #[cfg(feature = "shortcuts")]
         shortcuts: config.shortcuts,
         #[cfg(not(feature = "shortcuts"))]
