@@ -34,6 +34,7 @@ fn summary(r: &RecoveryReport) -> serde_json::Value {
         "records": r.records,
         "records_to_replay": r.records_replayed,
         "records_beyond_marker": r.records_beyond_marker,
+        "parts_dropped": r.parts_dropped,
         "log_bytes": r.log_bytes,
         "torn_tails": r.torn.iter().map(|t| serde_json::json!({
             "path": t.path.display().to_string(), "offset": t.offset, "reason": t.reason,
@@ -50,6 +51,12 @@ fn print_summary(r: &RecoveryReport) {
     println!("records              {} ({} bytes of log)", r.records, r.log_bytes);
     println!("records to replay    {} (C < wts <= D)", r.records_replayed);
     println!("beyond the marker    {} (dropped: never acknowledged)", r.records_beyond_marker);
+    if r.parts_dropped > 0 {
+        println!(
+            "incomplete parts     {} (dropped: their transaction never committed)",
+            r.parts_dropped
+        );
+    }
     println!("torn tails           {}", r.torn.len());
     for t in &r.torn {
         println!("  {} at offset {}: {}", t.path.display(), t.offset, t.reason);

@@ -24,12 +24,6 @@ use super::schema::{
 use super::{Tpcc, TpccConfig};
 use crate::error::BenchError;
 
-/// The largest capacity hint of the ORDER map on a durable database: its creation record stays
-/// below 8 MiB (about 117 bytes of buckets and directory per hint unit: 7.0 MB for one
-/// warehouse's 60,000), inside the benchmark's 16 MiB log chunks
-/// ([`crate::engine::LOG_CHUNK_BYTES`]) at any scale.
-const DURABLE_ORDER_MAP_HINT_MAX: usize = 65_536;
-
 /// Rows per loading transaction (items, stock, customers).
 const ROW_BATCH: u32 = 64;
 /// Orders (with their lines) per loading transaction.
@@ -90,13 +84,9 @@ pub fn load_with<C: Clock>(
     let nurand = NuRand::new(&mut seed_rng);
     let orders_total = cfg.warehouses as usize * DISTRICTS as usize * cfg.initial_orders() as usize;
     let node = TreeOptions::with_node_bytes(TREE_NODE_BYTES);
-    // A presized map is written in the one transaction that creates it; a durable database
-    // logs that transaction as one record, which must fit in a log chunk. There the map starts
-    // at most this size and grows by splitting while the orders are loaded.
-    let orders_hint = match &config.durability {
-        Some(_) => (orders_total * 2).min(DURABLE_ORDER_MAP_HINT_MAX),
-        None => orders_total * 2,
-    };
+    // A presized map is written in the one transaction that creates it (several MB): a
+    // durable database logs it in parts.
+    let orders_hint = orders_total * 2;
     let ix = db.run(|tx| {
         Ok::<_, Error>(Indexes {
             customer_by_name: BTree::create_with(tx, node)?,

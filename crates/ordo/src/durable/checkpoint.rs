@@ -38,7 +38,7 @@ use rustc_hash::FxHashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::format::{self, KIND_TX, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
+use super::format::{self, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
 use super::io::{Storage, StorageFile};
 use super::log::Log;
 use super::recovery;
@@ -146,25 +146,48 @@ impl Checkpointer {
             }
             // 2. Newest image per address among C < wts <= X; the new replay offsets.
             let mut newest: FxHashMap<u64, (u64, &[u8])> = FxHashMap::default();
+            let mut parts: FxHashMap<u64, (u64, Vec<format::RecordView<'_>>)> =
+                FxHashMap::default();
             let mut advanced = Vec::new();
             for (key, from, tail) in &tails {
                 let mut pos = 0;
                 let mut prefix = true;
                 while let Ok(r) = format::view_record(&tail[pos..]) {
                     pos += r.len_bytes();
-                    let replayed = r.kind != KIND_TX || r.ts <= x;
+                    let replayed = !r.is_tx() || r.ts <= x;
                     if replayed && prefix {
                         advanced.push((*key, *from + pos as u32));
                     }
                     prefix &= replayed;
-                    if r.kind != KIND_TX || r.ts <= c || r.ts > x {
+                    if !r.is_tx() || r.ts <= c || r.ts > x {
                         continue;
                     }
                     report.records += 1;
-                    for (addr, image) in r.entries() {
+                    if let Some((_, count)) = r.part() {
+                        // Applied below once all its parts are known to be here.
+                        parts.entry(r.ts).or_insert((count, Vec::new())).1.push(r);
+                        continue;
+                    }
+                    for (addr, image) in r.writes() {
                         let e = newest.entry(addr).or_insert((0, image));
                         if r.ts >= e.0 {
                             *e = (r.ts, image);
+                        }
+                    }
+                }
+            }
+            // A transaction logged in parts: every part with `wts <= X` was written before X
+            // was computed, so a set with parts missing is a failed commit's (process mode),
+            // never applied.
+            for (ts, (count, set)) in &parts {
+                if set.len() as u64 != *count {
+                    continue;
+                }
+                for r in set {
+                    for (addr, image) in r.writes() {
+                        let e = newest.entry(addr).or_insert((0, image));
+                        if *ts >= e.0 {
+                            *e = (*ts, image);
                         }
                     }
                 }

@@ -43,7 +43,14 @@ use super::io::Storage;
 /// * 2 — a marker is written before the round's one flush and names its frontier (the chunk
 ///   ends it covers); recovery trusts it only where the frontier holds. A version-1 reader
 ///   would trust such a marker blindly, so version 2 directories are refused by it.
-pub const FORMAT_VERSION: u32 = 2;
+/// * 3 — a transaction record too large for one chunk is written as **parts**
+///   ([`KIND_TX_PART`]), each naming its index and the number of parts; recovery and the
+///   checkpointer apply a transaction's parts only when all are present. Version 2 files hold
+///   no parts and are read as they are; a version-2 reader refuses version 3 files (it would
+///   apply half a transaction).
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format version this build reads.
+pub const FORMAT_VERSION_OLDEST_READ: u32 = 2;
 /// Bytes of a segment header (chunks start after it).
 pub const SEGMENT_HEADER_BYTES: u64 = 4096;
 /// Bytes of a record header.
@@ -54,6 +61,14 @@ pub const ENTRY_HEADER_BYTES: usize = 16;
 pub const KIND_TX: u32 = 1;
 /// Record kind: a durable marker.
 pub const KIND_MARKER: u32 = 2;
+/// Record kind: one part of a transaction's writes too large for one chunk. Its first entry is
+/// the **part tag** (address [`PART_TAG_ADDR`], image `index u64 | count u64`), the others are
+/// writes; the parts of one transaction share its `wts`.
+pub const KIND_TX_PART: u32 = 3;
+/// The address field of a part tag entry (no heap address is this large).
+pub const PART_TAG_ADDR: u64 = u64::MAX;
+/// Bytes a part record spends on its header and part tag.
+pub const PART_OVERHEAD_BYTES: usize = RECORD_HEADER_BYTES + ENTRY_HEADER_BYTES + 16;
 
 const MANIFEST_MAGIC: &[u8; 8] = b"ORDOMANI";
 const CHECKPOINT_MAGIC: &[u8; 8] = b"ORDOCKPT";
@@ -150,14 +165,7 @@ impl SegmentHeader {
         if b.len() < 36 || &b[0..8] != SEGMENT_MAGIC {
             return Err(bad("not a log segment (bad magic)"));
         }
-        let version = get_u32(b, 8);
-        if version != FORMAT_VERSION {
-            return Err(DurableError::FormatVersion {
-                path: path.to_path_buf(),
-                found: version,
-                supported: FORMAT_VERSION,
-            });
-        }
+        check_version(path, get_u32(b, 8))?;
         if crc32c::crc32c(&b[0..32]) != get_u32(b, 32) {
             return Err(bad("segment header checksum mismatch"));
         }
@@ -204,6 +212,18 @@ fn read_small(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>, DurableErro
     Ok(b)
 }
 
+/// A file of `version` is readable: [`FORMAT_VERSION_OLDEST_READ`] up to [`FORMAT_VERSION`].
+fn check_version(path: &Path, version: u32) -> Result<(), DurableError> {
+    if (FORMAT_VERSION_OLDEST_READ..=FORMAT_VERSION).contains(&version) {
+        return Ok(());
+    }
+    Err(DurableError::FormatVersion {
+        path: path.to_path_buf(),
+        found: version,
+        supported: FORMAT_VERSION,
+    })
+}
+
 fn check_small(path: &Path, b: &[u8], magic: &[u8; 8], crc_at: usize) -> Result<(), DurableError> {
     let bad = |reason: &str| DurableError::BadFile {
         path: path.to_path_buf(),
@@ -213,14 +233,7 @@ fn check_small(path: &Path, b: &[u8], magic: &[u8; 8], crc_at: usize) -> Result<
     if b.len() < crc_at + 4 || &b[0..8] != magic {
         return Err(bad("bad magic or short file"));
     }
-    let version = get_u32(b, 8);
-    if version != FORMAT_VERSION {
-        return Err(DurableError::FormatVersion {
-            path: path.to_path_buf(),
-            found: version,
-            supported: FORMAT_VERSION,
-        });
-    }
+    check_version(path, get_u32(b, 8))?;
     if crc32c::crc32c(&b[0..crc_at]) != get_u32(b, crc_at) {
         return Err(bad("checksum mismatch"));
     }
@@ -323,6 +336,17 @@ impl RecordBuf {
         self.entries += 1;
     }
 
+    /// Adds an entry whose image is `image` (a multiple of 8 bytes, as every image in a
+    /// record is).
+    pub fn entry_bytes(&mut self, addr: u64, image: &[u8]) {
+        debug_assert_eq!(image.len() % 8, 0, "an image is whole words");
+        self.buf.extend_from_slice(&addr.to_le_bytes());
+        self.buf.extend_from_slice(&(image.len() as u32).to_le_bytes());
+        self.buf.extend_from_slice(&[0u8; 4]);
+        self.buf.extend_from_slice(image);
+        self.entries += 1;
+    }
+
     /// Seals the record (length and checksum) and returns its bytes.
     pub fn finish(&mut self) -> &[u8] {
         let len = self.buf.len() as u32;
@@ -381,10 +405,70 @@ impl<'a> RecordView<'a> {
         self.bytes.len()
     }
 
-    /// The `(addr, image)` entries, in record order.
+    /// The `(addr, image)` entries, in record order (a part's tag included).
     pub fn entries(&self) -> Entries<'a> {
         Entries { bytes: self.bytes, at: RECORD_HEADER_BYTES }
     }
+
+    /// A record of transaction writes: a whole transaction or one part of one.
+    pub fn is_tx(&self) -> bool {
+        self.kind == KIND_TX || self.kind == KIND_TX_PART
+    }
+
+    /// `(index, count)` of a part record ([`KIND_TX_PART`]).
+    pub fn part(&self) -> Option<(u64, u64)> {
+        if self.kind != KIND_TX_PART {
+            return None;
+        }
+        let (_, tag) = self.entries().next()?;
+        Some((get_u64(tag, 0), get_u64(tag, 8)))
+    }
+
+    /// The writes: the entries without a part's tag.
+    pub fn writes(&self) -> Entries<'a> {
+        let mut e = self.entries();
+        if self.kind == KIND_TX_PART {
+            e.next();
+        }
+        e
+    }
+}
+
+/// Splits the finished transaction record `rec`, longer than `max_bytes`, into part records
+/// of at most `max_bytes` each, whole entries per part, in entry order (appended to `out`).
+/// `Err` carries the size of an entry that does not fit a part by itself.
+pub fn split_record(rec: &[u8], max_bytes: usize, out: &mut Vec<Vec<u8>>) -> Result<(), usize> {
+    let v = view_checked_record(rec);
+    let room = max_bytes.saturating_sub(PART_OVERHEAD_BYTES);
+    // Part boundaries first: the count goes into every part's tag.
+    let mut sizes = Vec::new();
+    let mut used = 0usize;
+    for (_, image) in v.entries() {
+        let e = ENTRY_HEADER_BYTES + image.len();
+        if e > room {
+            return Err(e);
+        }
+        if used + e > room || sizes.is_empty() {
+            sizes.push(0usize);
+            used = 0;
+        }
+        used += e;
+        if let Some(n) = sizes.last_mut() {
+            *n += 1;
+        }
+    }
+    let count = sizes.len() as u64;
+    let mut entries = v.entries();
+    let mut buf = RecordBuf::default();
+    for (index, n) in sizes.into_iter().enumerate() {
+        buf.begin(KIND_TX_PART, v.ts);
+        buf.entry_words(PART_TAG_ADDR, [index as u64, count]);
+        for (addr, image) in entries.by_ref().take(n) {
+            buf.entry_bytes(addr, image);
+        }
+        out.push(buf.finish().to_vec());
+    }
+    Ok(())
 }
 
 /// The entries of a checked record ([`RecordView::entries`]).
@@ -433,7 +517,7 @@ pub fn view_record(b: &[u8]) -> Result<RecordView<'_>, NotRecord> {
     }
     let kind = get_u32(b, 8);
     let count = get_u32(b, 12);
-    if kind != KIND_TX && kind != KIND_MARKER {
+    if kind != KIND_TX && kind != KIND_MARKER && kind != KIND_TX_PART {
         return bad("unknown record kind");
     }
     let mut at = RECORD_HEADER_BYTES;
@@ -450,6 +534,18 @@ pub fn view_record(b: &[u8]) -> Result<RecordView<'_>, NotRecord> {
     }
     if at != len {
         return bad("record length does not match its entries");
+    }
+    if kind == KIND_TX_PART {
+        // The tag: the first entry, 16 bytes at the part tag address, index < count, 2+ parts.
+        let h = RECORD_HEADER_BYTES;
+        let tagged = count >= 1
+            && get_u64(b, h) == PART_TAG_ADDR
+            && get_u32(b, h + 8) == 16
+            && get_u64(b, h + ENTRY_HEADER_BYTES) < get_u64(b, h + ENTRY_HEADER_BYTES + 8)
+            && get_u64(b, h + ENTRY_HEADER_BYTES + 8) >= 2;
+        if !tagged {
+            return bad("transaction part without a valid part tag");
+        }
     }
     Ok(RecordView { kind, ts, count, bytes: &b[..len] })
 }
@@ -479,6 +575,51 @@ pub fn decode_record(b: &[u8]) -> Result<RecordRef<'_>, NotRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_splits_into_tagged_parts_of_whole_entries() {
+        let mut r = RecordBuf::default();
+        r.begin(KIND_TX, 77);
+        for i in 0..10u64 {
+            r.entry_words(0x1000 * (i + 1), (0..20).map(|w| w * i));
+        }
+        let whole = r.finish().to_vec();
+        let mut parts = Vec::new();
+        split_record(&whole, 600, &mut parts).unwrap();
+        // 176-byte entries, 544 bytes of room per part: 3 entries per part, 4 parts.
+        assert_eq!(parts.len(), 4);
+        let mut writes = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            assert!(p.len() <= 600);
+            let v = view_record(p).unwrap();
+            assert_eq!((v.kind, v.ts, v.part()), (KIND_TX_PART, 77, Some((i as u64, 4))));
+            writes.extend(v.writes().map(|(a, img)| (a, img.to_vec())));
+        }
+        let original: Vec<(u64, Vec<u8>)> =
+            view_record(&whole).unwrap().writes().map(|(a, img)| (a, img.to_vec())).collect();
+        assert_eq!(writes, original, "the parts hold every entry once, in order");
+        // An entry larger than a part is refused with its size.
+        assert_eq!(split_record(&whole, 200, &mut Vec::new()), Err(ENTRY_HEADER_BYTES + 160));
+    }
+
+    #[test]
+    fn a_part_without_a_valid_tag_is_not_a_record() {
+        let mut r = RecordBuf::default();
+        r.begin(KIND_TX_PART, 5);
+        r.entry_words(0x1000, [1u64, 2]); // no tag
+        assert!(matches!(view_record(r.finish()), Err(NotRecord::Bad { .. })));
+        r.begin(KIND_TX_PART, 5);
+        r.entry_words(PART_TAG_ADDR, [3u64, 3]); // index not below count
+        assert!(matches!(view_record(r.finish()), Err(NotRecord::Bad { .. })));
+    }
+
+    #[test]
+    fn versions_two_and_three_are_read_others_refused() {
+        let p = Path::new("x");
+        assert!(check_version(p, 2).is_ok() && check_version(p, FORMAT_VERSION).is_ok());
+        assert!(matches!(check_version(p, 1), Err(DurableError::FormatVersion { found: 1, .. })));
+        assert!(check_version(p, FORMAT_VERSION + 1).is_err());
+    }
 
     #[test]
     fn records_round_trip_and_detect_flips() {

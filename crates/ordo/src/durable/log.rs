@@ -22,6 +22,15 @@
 //! made is reported before a marker covers it, and recovery replays nothing above the marker,
 //! so a record staged in memory is worth exactly what a record written but not flushed was.
 //!
+//! # Records larger than a chunk
+//! A record never spans chunks (each chunk is checked on its own). A transaction whose record
+//! exceeds `chunk_bytes` is split into **parts** of whole entries (`format::split_record`),
+//! each a record naming its index and the part count, all with the transaction's `wts`. In
+//! process mode the committer writes them one after another, so a crash between two leaves
+//! an incomplete set, which recovery and the checkpointer skip; in sync mode all parts are
+//! staged at once, every chunk they need claimed first, so a round writes all or none. Only
+//! a single object image larger than a chunk is refused (`RecordTooLarge`).
+//!
 //! # The marker (sync mode)
 //! A committer publishes a lower bound `lower` of its write timestamp in its slot *before*
 //! drawing `wts` (FaRMv2's `get_ts`), stages its record under its locks, then stores
@@ -143,10 +152,19 @@ impl Segment {
 
 #[derive(Debug, Default)]
 struct ChunkWriter {
+    chunk: SlotChunk,
+    /// The record being built.
+    buf: RecordBuf,
+    /// The parts of a record too large for a chunk (reused).
+    parts: Vec<Vec<u8>>,
+}
+
+/// A process-mode slot's chunk.
+#[derive(Debug, Default)]
+struct SlotChunk {
     at: Option<(Arc<Segment>, u32)>,
     /// Next free byte inside the chunk.
     pos: u32,
-    buf: RecordBuf,
     /// The last transaction record (segment, offset, length) awaiting its writeback hint
     /// (`flush_after_commit`).
     hint: Option<(Arc<Segment>, u64, u64)>,
@@ -577,12 +595,9 @@ impl Log {
         Ok((seg, 0))
     }
 
-    /// Process mode: writes the record in `w.buf` (already finished) to the slot's chunk.
-    fn write_record(
-        &self,
-        w: &mut ChunkWriter,
-        record_len: usize,
-    ) -> Result<Arc<Segment>, DurableError> {
+    /// Process mode: writes one finished record to the slot's chunk.
+    fn write_record(&self, w: &mut SlotChunk, bytes: &[u8]) -> Result<(), DurableError> {
+        let record_len = bytes.len();
         self.check_size(record_len)?;
         let fits = w.at.is_some() && w.pos as usize + record_len <= self.chunk_bytes as usize;
         if !fits {
@@ -596,7 +611,6 @@ impl Log {
         }
         let (seg, chunk) = w.at.clone().ok_or(DurableError::Poisoned)?;
         let offset = SEGMENT_HEADER_BYTES + chunk as u64 * self.chunk_bytes as u64 + w.pos as u64;
-        let bytes = &w.buf.finish()[..record_len];
         seg.max_ts.fetch_max(super::format::get_u64(bytes, 16), Ordering::AcqRel);
         if let Err(source) = seg.file.write_at(bytes, offset) {
             // Nothing after this position can be trusted: start a new chunk next time.
@@ -612,7 +626,7 @@ impl Log {
         self.stats.bytes.fetch_add(record_len as u64, Ordering::Relaxed);
         // Release: pairs with the Acquire load in Segment::sync (the pwrite is done).
         seg.dirty.fetch_add(1, Ordering::Release);
-        Ok(seg)
+        Ok(())
     }
 
     fn check_size(&self, record_len: usize) -> Result<(), DurableError> {
@@ -625,26 +639,59 @@ impl Log {
         Ok(())
     }
 
-    /// Sync mode: stages one finished record at the stream's end (module docs, "Sync mode"),
-    /// moving the stream to a new chunk when it does not fit. Fails, staging nothing, when
-    /// no chunk can be had.
-    fn stage(&self, bytes: &[u8], ts: u64) -> Result<(), DurableError> {
-        self.check_size(bytes.len())?;
+    /// Sync mode: stages finished records (one, or the parts of one transaction) at the
+    /// stream's end (module docs, "Sync mode"), moving the stream to new chunks where they do
+    /// not fit. Every chunk they need is claimed before the first is staged, so a failure
+    /// (no segment can be created) stages nothing: a round never writes half a transaction.
+    fn stage(&self, records: &[&[u8]], ts: u64) -> Result<(), DurableError> {
+        for r in records {
+            self.check_size(r.len())?;
+        }
+        let cb = self.chunk_bytes as usize;
         let mut waited = false;
         loop {
             let mut st = lock(&self.stream);
-            if !st.fits(bytes.len(), self.chunk_bytes) {
-                if !waited && self.log_full() {
-                    // Wait for the checkpointer without blocking the stream (a round needs it
-                    // to advance the marker the checkpointer waits for).
-                    drop(st);
-                    self.wait_for_room();
-                    waited = true;
-                    continue;
+            let mut pos = if st.at.is_some() { st.pos as usize } else { cb };
+            let mut fresh_needed = 0;
+            for r in records {
+                if pos + r.len() > cb {
+                    fresh_needed += 1;
+                    pos = 0;
                 }
-                self.next_stream_chunk(&mut st)?;
+                pos += r.len();
             }
-            st.push(bytes, ts);
+            if fresh_needed > 0 && !waited && self.log_full() {
+                // Wait for the checkpointer without blocking the stream (a round needs it to
+                // advance the marker the checkpointer waits for).
+                drop(st);
+                self.wait_for_room();
+                waited = true;
+                continue;
+            }
+            let mut fresh = Vec::with_capacity(fresh_needed);
+            for _ in 0..fresh_needed {
+                match self.claim_chunk() {
+                    Ok(c) => fresh.push(c),
+                    Err(e) => {
+                        // Unused: sealed at once, so their segment can still be deleted.
+                        for (seg, _) in fresh {
+                            seg.sealed.fetch_add(1, Ordering::AcqRel);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            let mut fresh = fresh.into_iter();
+            for r in records {
+                if !st.fits(r.len(), self.chunk_bytes) {
+                    if let Some((old, _)) = st.at.take() {
+                        old.sealed.fetch_add(1, Ordering::AcqRel);
+                    }
+                    st.at = fresh.next();
+                    st.pos = 0;
+                }
+                st.push(r, ts);
+            }
             return Ok(());
         }
     }
@@ -674,11 +721,32 @@ impl Log {
         let mut w = lock(&s.writer);
         w.buf.begin(super::format::KIND_TX, wts);
         fill(&mut w.buf);
-        let result = match self.mode {
-            Mode::Sync => self.stage(w.buf.finish(), wts),
-            Mode::Process => {
-                let len = w.buf.finish().len();
-                self.write_record(&mut w, len).map(|_| ())
+        let ChunkWriter { chunk, buf, parts } = &mut *w;
+        let rec = buf.finish();
+        let result = if rec.len() <= self.chunk_bytes as usize {
+            match self.mode {
+                Mode::Sync => self.stage(&[rec], wts),
+                Mode::Process => self.write_record(chunk, rec),
+            }
+        } else {
+            // Too large for a chunk: parts of whole entries (format version 3). In process
+            // mode a crash between two parts leaves an incomplete set, which recovery and
+            // the checkpointer skip; in sync mode all parts are staged at once.
+            parts.clear();
+            match super::format::split_record(rec, self.chunk_bytes as usize, parts) {
+                Err(entry_bytes) => Err(DurableError::RecordTooLarge {
+                    len_bytes: entry_bytes + super::format::PART_OVERHEAD_BYTES,
+                    chunk_bytes: self.chunk_bytes as usize,
+                }),
+                Ok(()) => {
+                    let records: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+                    match self.mode {
+                        Mode::Sync => self.stage(&records, wts),
+                        Mode::Process => {
+                            records.iter().try_for_each(|p| self.write_record(chunk, p))
+                        }
+                    }
+                }
             }
         };
         drop(w);
@@ -705,7 +773,7 @@ impl Log {
         if !self.flush_after_commit {
             return;
         }
-        let hint = lock(&self.slots[slot].writer).hint.take();
+        let hint = lock(&self.slots[slot].writer).chunk.hint.take();
         if let Some((seg, offset, len_bytes)) = hint {
             seg.file.start_writeback(offset, len_bytes);
         }

@@ -106,7 +106,8 @@ pub struct DurableConfig {
     pub dir: PathBuf,
     /// Process or sync durability.
     pub mode: Mode,
-    /// Bytes per log chunk: the largest record a transaction may write.
+    /// Bytes per log chunk. A transaction's record larger than this is written as several
+    /// part records; a single object image must fit in one (with 56 bytes of headers).
     pub chunk_bytes: u32,
     /// Chunks per preallocated segment file.
     pub chunks_per_segment: u32,
@@ -261,7 +262,8 @@ pub enum DurableError {
         /// The configured region size.
         configured: u64,
     },
-    /// A transaction's record does not fit in a log chunk.
+    /// An object image of a transaction does not fit in a log chunk (larger records are
+    /// split into parts; one image is not).
     #[error("redo record of {len_bytes} bytes exceeds the log chunk of {chunk_bytes} bytes")]
     RecordTooLarge {
         /// The record's size.

@@ -17,6 +17,12 @@
 //! record is checked with one crc32c call over its bytes and decoded in place, without
 //! allocating.
 //!
+//! A transaction too large for one chunk is logged as parts (format 3) that share its `wts`;
+//! it counts only when every part is found. A part set above C with parts missing is dropped
+//! and counted (`parts_dropped`): a process-mode crash or a failed write between two parts,
+//! whose commit never returned — or, in a sync-mode segment, lies above D. Missing parts at
+//! or below D are corruption, an error like a bad record there.
+//!
 //! `apply` then replays the records with `C < wts <= D` into the heap files. Replay is
 //! **backward filtered**: images are absolute, so only the newest image of each address
 //! matters (the largest `wts`; within one record the later entry); it is written once. The
@@ -38,9 +44,7 @@ use std::time::Instant;
 use rustc_hash::FxHashMap;
 
 use super::DurableError;
-use super::format::{
-    self, KIND_MARKER, KIND_TX, Manifest, NotRecord, SEGMENT_HEADER_BYTES, SegmentHeader,
-};
+use super::format::{self, KIND_MARKER, Manifest, NotRecord, SEGMENT_HEADER_BYTES, SegmentHeader};
 use super::io::{Storage, StorageFile};
 use super::segmap::SegmentBytes;
 use crate::addr::Addr;
@@ -94,6 +98,9 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// Valid records above D, dropped (never acknowledged in sync mode).
     pub records_beyond_marker: u64,
+    /// Parts of transactions whose other parts are missing (a process-mode crash between a
+    /// large transaction's part writes, or a failed write): dropped, never half-applied.
+    pub parts_dropped: u64,
     /// Object images written to the heap files after backward filtering.
     pub images_written: u64,
     /// Bytes of log scanned (valid records).
@@ -129,6 +136,11 @@ struct Seg {
 struct Found {
     ts: u64,
     marked: bool,
+    /// `(index, count)` of a part record.
+    part: Option<(u64, u64)>,
+    /// Segment index and byte offset (for errors).
+    seg: usize,
+    offset: u64,
 }
 
 /// A bad record, judged once the marker is known.
@@ -183,6 +195,8 @@ pub(crate) struct Scan {
     started: Instant,
     /// Per segment, per replay thread, the entries of its records ([`SegScan::spans`]).
     spans: Vec<Vec<Vec<Span>>>,
+    /// Timestamps of transactions with missing parts: not replayed.
+    incomplete: rustc_hash::FxHashSet<u64>,
     /// The directory lock taken before the scan ([`super::prescan`]); an open keeps it.
     pub(crate) lock: Option<super::io::DirLock>,
 }
@@ -322,10 +336,43 @@ pub(crate) fn scan(
         .map(|(ts, _)| *ts)
         .max()
         .unwrap_or(0);
-    let process_max = records.iter().filter(|r| !r.marked).map(|r| r.ts).max().unwrap_or(0);
     // Records at or below C are in the heap files; a checkpoint may have deleted the segment
     // holding the newest marker, so C counts as a marker too.
     let marker = marker.max(checkpoint);
+    // Transactions logged in parts count only whole. A part set above C with parts missing
+    // is the trace of a process-mode crash (or failed write) between its parts, or lies
+    // above the marker; at or below the marker every record was flushed, so a missing part
+    // there is corruption.
+    let mut part_sets: FxHashMap<u64, (u64, u64, Found)> = FxHashMap::default();
+    for r in records.iter().filter(|r| r.ts > checkpoint) {
+        if let Some((_, count)) = r.part {
+            part_sets.entry(r.ts).or_insert((count, 0, *r)).1 += 1;
+        }
+    }
+    let mut incomplete = rustc_hash::FxHashSet::default();
+    for (ts, (count, seen, first)) in part_sets {
+        if seen == count {
+            continue;
+        }
+        if first.marked && ts <= marker {
+            return Err(DurableError::BadFile {
+                path: segs[first.seg].path.clone(),
+                offset: first.offset,
+                reason: format!(
+                    "transaction {ts} has {seen} of its {count} parts at or below the durable \
+                     marker {marker}"
+                ),
+            });
+        }
+        report.parts_dropped += seen;
+        incomplete.insert(ts);
+    }
+    let process_max = records
+        .iter()
+        .filter(|r| !r.marked && !incomplete.contains(&r.ts))
+        .map(|r| r.ts)
+        .max()
+        .unwrap_or(0);
     let d = marker.max(process_max);
     for b in bad {
         let seg = &segs[b.seg];
@@ -345,7 +392,7 @@ pub(crate) fn scan(
     }
     report.records = records.len() as u64;
     report.marker_ts = d;
-    for r in &records {
+    for r in records.iter().filter(|r| !incomplete.contains(&r.ts)) {
         let eligible = if r.marked { r.ts <= marker } else { true };
         if !eligible {
             report.records_beyond_marker += 1;
@@ -356,7 +403,7 @@ pub(crate) fn scan(
     // An interrupted checkpoint may have left heap images up to H.
     report.recovered_ts = d.max(ckpt.heap_max_ts);
     report.scan_ns = started.elapsed().as_nanos() as u64;
-    Ok(Scan { manifest, segs, report, started, spans, lock: None })
+    Ok(Scan { manifest, segs, report, started, spans, incomplete, lock: None })
 }
 
 /// Checks every chunk of one segment: its records, its markers, its bad records.
@@ -402,13 +449,19 @@ fn scan_segment(
                             out.markers.push((r.ts, frontier(&r)));
                         }
                     } else {
-                        debug_assert_eq!(r.kind, KIND_TX);
+                        debug_assert!(r.is_tx());
                         check_entries(manifest, &seg.path, (start + pos) as u64, &r)?;
                         out.info.records += 1;
-                        out.records.push(Found { ts: r.ts, marked: seg.header.marked });
+                        out.records.push(Found {
+                            ts: r.ts,
+                            marked: seg.header.marked,
+                            part: r.part(),
+                            seg: si,
+                            offset: (start + pos) as u64,
+                        });
                         out.log_bytes += r.len_bytes() as u64;
                         if parts > 0 {
-                            for (addr, image) in r.entries() {
+                            for (addr, image) in r.writes() {
                                 let offset = image.as_ptr() as usize - bytes.as_ptr() as usize;
                                 out.spans[part_of(addr, parts)].push(Span {
                                     addr,
@@ -464,7 +517,7 @@ fn check_entries(
     offset: u64,
     r: &format::RecordView<'_>,
 ) -> Result<(), DurableError> {
-    for (addr, image) in r.entries() {
+    for (addr, image) in r.writes() {
         let a = Addr::from_raw(addr);
         if a.region() as u64 >= m.regions || a.offset() + image.len() as u64 > m.region_bytes {
             return Err(DurableError::BadFile {
@@ -493,7 +546,7 @@ pub(crate) fn apply(
     dir: &Path,
     scan: Scan,
 ) -> Result<(RecoveryReport, u64), DurableError> {
-    let Scan { segs, mut report, started, spans, .. } = scan;
+    let Scan { segs, mut report, started, spans, incomplete, .. } = scan;
     let checkpoint = report.checkpoint_ts;
     let marker = report.marker_ts;
     let next_seq = segs.last().map_or(0, |s| s.header.seq + 1);
@@ -506,7 +559,7 @@ pub(crate) fn apply(
         for (si, seg_spans) in spans.iter().enumerate() {
             let marked = segs[si].header.marked;
             for s in seg_spans.get(p).map_or(&[][..], |v| &v[..]) {
-                if s.ts <= checkpoint || (marked && s.ts > marker) {
+                if s.ts <= checkpoint || (marked && s.ts > marker) || incomplete.contains(&s.ts) {
                     continue;
                 }
                 let image = Image { ts: s.ts, offset: s.offset, seg: si as u32, len: s.len };

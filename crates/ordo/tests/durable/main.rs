@@ -10,6 +10,7 @@ mod durable_common;
 mod durable_basic;
 mod durable_checkpoint;
 mod durable_group;
+mod durable_large;
 mod durable_order;
 mod durable_power;
 mod durable_replay;
