@@ -43,13 +43,9 @@ impl Machine {
     }
 }
 
-/// The git revision of the working tree the benchmark runs from, or `"unknown"`.
+/// The commit checked out when the benchmark binary was built (uncommitted changes are not
+/// reflected), or `"unknown"` without git: a result names its binary's source, not the
+/// checkout it runs in.
 pub fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map_or_else(|| "unknown".to_owned(), |s| s.trim().to_owned())
+    env!("ORDO_BUILD_REVISION").to_owned()
 }
