@@ -235,6 +235,29 @@ fn torn_tail_beyond_marker_is_dropped_and_reported() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Every later write to a log segment file (creating one included) fails with `ENOSPC`.
+fn fail_segment_writes(fs: &FaultStorage) {
+    fs.inject(FaultRule {
+        op: FaultOp::Write,
+        name_contains: ".seg".into(),
+        skip: 0,
+        times: u32::MAX,
+        errno: libc::ENOSPC,
+    });
+}
+
+/// The commit failed with a typed error naming the full disk and a segment file.
+#[track_caller]
+fn assert_no_space<T: std::fmt::Debug>(r: Result<T, Error>) {
+    match r {
+        Err(Error::Durable(e)) => {
+            let s = e.to_string();
+            assert!(s.contains("No space left") && s.contains(".seg"), "{s}");
+        }
+        other => panic!("expected ENOSPC, got {other:?}"),
+    }
+}
+
 /// A full disk shows when a new log segment is preallocated (writes into a preallocated
 /// segment overwrite allocated blocks). That happens while the commit holds its locks and
 /// before it installs, in both modes: the commit fails with a typed error naming the file,
@@ -259,20 +282,8 @@ fn a_full_disk_while_preallocating_a_segment_aborts_the_commit_and_loses_nothing
         // The first 3 KB record takes the first segment's only chunk; the second needs a new
         // segment, whose preallocation fails.
         db.run(|tx| tx.write_bytes(a, &[6u8; 3000])).unwrap();
-        fs.inject(FaultRule {
-            op: FaultOp::Write,
-            name_contains: ".seg".into(),
-            skip: 0,
-            times: u32::MAX,
-            errno: libc::ENOSPC,
-        });
-        match db.run(|tx| tx.write_bytes(a, &[7u8; 3000])) {
-            Err(Error::Durable(e)) => {
-                let s = e.to_string();
-                assert!(s.contains("No space left") && s.contains(".seg"), "{mode:?}: {s}");
-            }
-            other => panic!("{mode:?}: expected ENOSPC, got {other:?}"),
-        }
+        fail_segment_writes(&fs);
+        assert_no_space(db.run(|tx| tx.write_bytes(a, &[7u8; 3000])));
         // Aborted before installing: the object kept its value.
         assert_eq!(db.run(|tx| tx.read_bytes(a)).unwrap()[0], 6, "{mode:?}");
         // Space is back: the database goes on.
@@ -296,23 +307,11 @@ fn a_failed_log_write_poisons_the_log_and_loses_nothing_acknowledged() {
     let fs = FaultStorage::new();
     let db = open(config(&dir, Mode::Sync, Some(Arc::new(fs.clone())))).unwrap();
     let a = db.run(|tx| tx.alloc(&5u64)).unwrap();
-    fs.inject(FaultRule {
-        op: FaultOp::Write,
-        name_contains: ".seg".into(),
-        skip: 0,
-        times: u32::MAX,
-        errno: libc::ENOSPC,
-    });
-    match db.run(|tx| {
+    fail_segment_writes(&fs);
+    assert_no_space(db.run(|tx| {
         let v: u64 = tx.read(a)?;
         tx.write(a, &(v + 1))
-    }) {
-        Err(Error::Durable(e)) => {
-            let s = e.to_string();
-            assert!(s.contains("No space left") && s.contains(".seg"), "{s}");
-        }
-        other => panic!("expected ENOSPC, got {other:?}"),
-    }
+    }));
     fs.clear_rules();
     // Poisoned: reading the undurable value, or committing anything, fails.
     match db.run(|tx| tx.write(a, &9u64)) {
