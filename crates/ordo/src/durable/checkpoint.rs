@@ -120,7 +120,7 @@ impl Checkpointer {
         let x = match log.mode() {
             Mode::Sync => {
                 // Commits that did not wait for the marker become durable here at the latest.
-                log.sync_appended()?;
+                log.round_once()?;
                 log.marker()
             }
             Mode::Process => log.appended_bound(),

@@ -953,8 +953,26 @@ impl Log {
         Ok(true)
     }
 
-    /// Makes every record staged so far durable (sync mode; a no-op otherwise): at close,
-    /// and before each checkpoint, so that commits which did not wait become durable.
+    /// Sync mode: runs one round unless a leader is running one, so that commits which did
+    /// not wait become durable (the checkpointer, before each checkpoint). Never waits for a
+    /// committer that holds the marker back.
+    pub(crate) fn round_once(&self) -> Result<(), DurableError> {
+        if self.mode != Mode::Sync {
+            return Ok(());
+        }
+        self.check_poison()?;
+        if let Ok(mut scratch) = self.sync_lock.try_lock() {
+            let r = self.round(&mut scratch);
+            drop(scratch);
+            drop(lock(&self.wake.0));
+            self.wake.1.notify_all();
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Makes every record staged so far durable (sync mode; a no-op otherwise), waiting for
+    /// committers in flight: at close.
     pub(crate) fn sync_appended(&self) -> Result<(), DurableError> {
         let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
         self.wait_durable(None, m)

@@ -14,3 +14,4 @@ mod durable_large;
 mod durable_order;
 mod durable_power;
 mod durable_replay;
+mod durable_stream;
