@@ -221,8 +221,10 @@ impl Stream {
         self.at.is_some() && self.pos as usize + len <= chunk_bytes as usize
     }
 
-    /// Appends `bytes` (one record, already known to fit) at the stream's end.
+    /// Appends `bytes` (one record, already known to fit) at the stream's end. The caller
+    /// has given the stream a chunk (`stage` claims every chunk it needs before pushing).
     fn push(&mut self, bytes: &[u8], ts: u64) {
+        debug_assert!(self.fits(bytes.len(), u32::MAX), "pushed without a chunk");
         let Some((seg, chunk)) = &self.at else {
             return;
         };
