@@ -44,6 +44,7 @@ pub mod heap;
 mod le_bytes;
 #[cfg(not(loom))]
 pub mod map;
+pub mod marker;
 #[cfg(not(loom))]
 mod mvcc;
 pub mod object;

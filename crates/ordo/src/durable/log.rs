@@ -39,15 +39,14 @@
 //!
 //! ```text
 //! A: M = max over slots of appended          (records already staged)
-//! B: for every slot: lower (SeqCst), then appended;   D = min(M, min(lower) - 1)
+//!    fence(SeqCst)                            (pairs with one after publishing lower)
+//! B: for every slot: lower;   D = min(M, min(lower) - 1)
 //! ```
 //!
-//! **Claim**: every record with `wts <= D` was staged before its slot was read in B, so the
-//! runs the leader takes from the stream after B hold it. Otherwise its commit either still
-//! held `lower <= wts` at B (then `D < wts`), or published `lower` after B read the slot; then
-//! its `get_ts` started after every record counted in M was staged, so `wts > M >= D` (get_ts
-//! increases along happens-before). Hence also: every record staged after the leader took the
-//! runs is above `D`, and every record written after a marker `D` in the stream is above `D`.
+//! **Claim** (proved in [`crate::marker`], model-checked by `tests/loom_marker.rs`): every
+//! record with `wts <= D` was staged before B read its slot, so the runs the leader takes from
+//! the stream after B hold it. Hence also: every record staged after the leader took the runs
+//! is above `D`, and every record written after a marker `D` in the stream is above `D`.
 //!
 //! The leader then takes every staged run, appends a marker record `D` to the stream behind
 //! them, writes the runs (usually one: the stream's next bytes), and issues **one
@@ -93,6 +92,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use crate::marker::MarkerSlots;
+
 use super::format::{KIND_MARKER, RecordBuf, SEGMENT_HEADER_BYTES, SegmentHeader, segment_file};
 use super::io::{Storage, StorageFile};
 use super::{DurableError, Mode};
@@ -102,8 +103,6 @@ fn marker_len(frontier: usize) -> usize {
     super::format::RECORD_HEADER_BYTES + frontier * (super::format::ENTRY_HEADER_BYTES + 16)
 }
 
-/// `lower` of a slot with no commit between drawing its timestamp and appending.
-pub(crate) const IDLE: u64 = u64::MAX;
 /// Bytes of zeros written per call when preallocating a segment.
 const ZERO_FILL_BYTES: usize = 1 << 20;
 /// The longest a waiter sleeps before checking the marker again.
@@ -255,8 +254,6 @@ impl Stream {
 /// A worker slot's log state.
 #[derive(Debug)]
 pub(crate) struct SlotLog {
-    lower: AtomicU64,
-    appended: AtomicU64,
     /// The `appended` value a completed sync covered (written under `sync_lock`).
     covered: AtomicU64,
     /// The number of the completed round that last covered new records of this slot (released
@@ -269,8 +266,6 @@ pub(crate) struct SlotLog {
 impl Default for SlotLog {
     fn default() -> Self {
         SlotLog {
-            lower: AtomicU64::new(IDLE),
-            appended: AtomicU64::new(0),
             covered: AtomicU64::new(0),
             released: AtomicU64::new(0),
             writer: Mutex::new(ChunkWriter::default()),
@@ -456,6 +451,8 @@ pub(crate) struct Log {
     /// The preallocation thread, if any (see [`SegmentMaker`]).
     preallocator: Option<std::thread::JoinHandle<()>>,
     slots: Box<[CachePadded<SlotLog>]>,
+    /// Per slot: the lower bound and the last logged timestamp (`crate::marker`).
+    marks: MarkerSlots,
     /// Sync mode: the stream all records are staged to.
     stream: Mutex<Stream>,
     marker: AtomicU64,
@@ -530,6 +527,7 @@ impl Log {
             maker,
             preallocator,
             slots: (0..threads).map(|_| CachePadded::new(SlotLog::default())).collect(),
+            marks: MarkerSlots::new(threads),
             stream: Mutex::new(Stream::default()),
             marker: AtomicU64::new(marker),
             sync_lock: Mutex::new(vec![0; threads]),
@@ -571,15 +569,13 @@ impl Log {
     /// and the process-mode checkpoint bound stay below it until the record is appended).
     #[inline]
     pub(crate) fn publish_lower(&self, slot: usize, lower: u64) {
-        // SeqCst: the store half of the marker's B scan (see the module docs).
-        self.slots[slot].lower.store(lower, Ordering::SeqCst);
+        self.marks.publish_lower(slot, lower);
     }
 
     /// The commit published a lower bound but will not append (it aborted).
     #[inline]
     pub(crate) fn clear_lower(&self, slot: usize) {
-        // Release: pairs with the B scan's load.
-        self.slots[slot].lower.store(IDLE, Ordering::Release);
+        self.marks.clear_lower(slot);
     }
 
     /// A fresh chunk for one slot.
@@ -752,12 +748,10 @@ impl Log {
             }
         };
         drop(w);
-        if result.is_ok() {
-            // Release: pairs with the Acquire loads of the A and B scans.
-            s.appended.fetch_max(wts, Ordering::Release);
+        match result {
+            Ok(()) => self.marks.appended(slot, wts),
+            Err(_) => self.marks.clear_lower(slot),
         }
-        // Release: pairs with the B scan's SeqCst load; the append above is visible with it.
-        s.lower.store(IDLE, Ordering::Release);
         // SeqCst: pairs with gather's SeqCst store of `gathering`. A missed wake-up would only
         // cost the leader its bounded wait.
         if self.gathering.load(Ordering::SeqCst) {
@@ -831,8 +825,7 @@ impl Log {
             self.slots.iter().enumerate().any(|(i, s)| {
                 i != me
                     && s.released.load(Ordering::Relaxed) == k
-                    // Acquire: pairs with the Release fetch_max in append_tx.
-                    && s.appended.load(Ordering::Acquire) <= s.covered.load(Ordering::Relaxed)
+                    && self.marks.appended_of(i) <= s.covered.load(Ordering::Relaxed)
             })
         };
         if !missing() {
@@ -859,18 +852,8 @@ impl Log {
     /// One round: see the module docs. Returns whether the marker advanced.
     fn round(&self, seen: &mut [u64]) -> Result<bool, DurableError> {
         self.stats.rounds.fetch_add(1, Ordering::Relaxed);
-        // A. Acquire: pairs with the Release fetch_max in append_tx.
-        let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
-        // B.
-        let mut d = m;
-        for (i, s) in self.slots.iter().enumerate() {
-            // SeqCst: pairs with publish_lower's SeqCst store (see the claim in the docs).
-            let l = s.lower.load(Ordering::SeqCst);
-            if l != IDLE && !self.shortcuts.ignore_pending {
-                d = d.min(l.saturating_sub(1));
-            }
-            seen[i] = s.appended.load(Ordering::Acquire);
-        }
+        // A and B (`crate::marker`).
+        let d = self.marks.bound(self.shortcuts.ignore_pending, Some(seen));
         if d <= self.marker() {
             return Ok(false);
         }
@@ -976,8 +959,7 @@ impl Log {
     /// Makes every record staged so far durable (sync mode; a no-op otherwise), waiting for
     /// committers in flight: at close.
     pub(crate) fn sync_appended(&self) -> Result<(), DurableError> {
-        let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
-        self.wait_durable(None, m)
+        self.wait_durable(None, self.marks.max_appended())
     }
 
     /// Live segment files (for inspection and checkpointing).
@@ -1003,16 +985,7 @@ impl Log {
     /// A timestamp X such that every record with `wts <= X` has been written to its segment:
     /// the marker's A/B computation without the flush (see the module docs).
     pub(crate) fn appended_bound(&self) -> u64 {
-        let m = self.slots.iter().map(|s| s.appended.load(Ordering::Acquire)).max().unwrap_or(0);
-        let mut d = m;
-        for s in self.slots.iter() {
-            // SeqCst: as in round().
-            let l = s.lower.load(Ordering::SeqCst);
-            if l != IDLE {
-                d = d.min(l.saturating_sub(1));
-            }
-        }
-        d
+        self.marks.bound(false, None)
     }
 
     /// Deletes every segment whose chunks are all claimed and sealed and whose records are all

@@ -107,7 +107,8 @@ pub struct DurableConfig {
     /// Process or sync durability.
     pub mode: Mode,
     /// Bytes per log chunk. A transaction's record larger than this is written as several
-    /// part records; a single object image must fit in one (with 56 bytes of headers).
+    /// part records; a single object image must fit in one (with 56 bytes of headers), which
+    /// the default (1 MiB) does for the largest object (`heap::OBJECT_BYTES_MAX`, 256 KiB).
     pub chunk_bytes: u32,
     /// Chunks per preallocated segment file.
     pub chunks_per_segment: u32,
