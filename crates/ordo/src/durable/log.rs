@@ -132,6 +132,13 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
+    /// One of its chunks gets no more records (the checkpointer deletes the segment once all
+    /// are sealed and below the checkpoint).
+    fn seal(&self) {
+        // AcqRel: pairs with the Acquire load in `delete_below`.
+        self.sealed.fetch_add(1, Ordering::AcqRel);
+    }
+
     fn sync(&self, stats: &LogStats) -> Result<(), DurableError> {
         // Acquire: pairs with the Release increment after each append's pwrite.
         let d = self.dirty.load(Ordering::Acquire);
@@ -216,6 +223,15 @@ struct Stream {
 }
 
 impl Stream {
+    /// Seals the current chunk and continues in `next`.
+    fn move_to(&mut self, next: Option<(Arc<Segment>, u32)>) {
+        if let Some((old, _)) = self.at.take() {
+            old.seal();
+        }
+        self.at = next;
+        self.pos = 0;
+    }
+
     fn fits(&self, len: usize, chunk_bytes: u32) -> bool {
         self.at.is_some() && self.pos as usize + len <= chunk_bytes as usize
     }
@@ -601,7 +617,7 @@ impl Log {
         if !fits {
             // Seal first: the checkpointer may be waiting for this chunk to delete its segment.
             if let Some((old, _)) = w.at.take() {
-                old.sealed.fetch_add(1, Ordering::AcqRel);
+                old.seal();
             }
             self.wait_for_room();
             w.at = Some(self.claim_chunk()?);
@@ -613,7 +629,7 @@ impl Log {
         if let Err(source) = seg.file.write_at(bytes, offset) {
             // Nothing after this position can be trusted: start a new chunk next time.
             w.at = None;
-            seg.sealed.fetch_add(1, Ordering::AcqRel);
+            seg.seal();
             return Err(DurableError::Io { op: "write", path: seg.path.clone(), source });
         }
         if self.flush_after_commit {
@@ -673,7 +689,7 @@ impl Log {
                     Err(e) => {
                         // Unused: sealed at once, so their segment can still be deleted.
                         for (seg, _) in fresh {
-                            seg.sealed.fetch_add(1, Ordering::AcqRel);
+                            seg.seal();
                         }
                         return Err(e);
                     }
@@ -682,11 +698,7 @@ impl Log {
             let mut fresh = fresh.into_iter();
             for r in records {
                 if !st.fits(r.len(), self.chunk_bytes) {
-                    if let Some((old, _)) = st.at.take() {
-                        old.sealed.fetch_add(1, Ordering::AcqRel);
-                    }
-                    st.at = fresh.next();
-                    st.pos = 0;
+                    st.move_to(fresh.next());
                 }
                 st.push(r, ts);
             }
@@ -698,11 +710,7 @@ impl Log {
     /// old chunk stay staged: the checkpointer does not delete their segment, whose `max_ts`
     /// is above the marker until a round has written them.
     fn next_stream_chunk(&self, st: &mut Stream) -> Result<(), DurableError> {
-        if let Some((old, _)) = st.at.take() {
-            old.sealed.fetch_add(1, Ordering::AcqRel);
-        }
-        st.at = Some(self.claim_chunk()?);
-        st.pos = 0;
+        st.move_to(Some(self.claim_chunk()?));
         Ok(())
     }
 

@@ -179,3 +179,49 @@ fn large_transactions_survive_power_loss_whole() {
         }
     }
 }
+
+/// Sync mode stages a transaction's parts only once every chunk they need is claimed: when a
+/// segment for a later part cannot be created, no part is staged, so no round writes half a
+/// transaction under a marker that covers its timestamp (recovery would find the set
+/// incomplete at or below the marker and refuse the directory).
+#[test]
+fn a_failed_chunk_claim_stages_no_part_of_a_large_transaction() {
+    let dir = temp_dir("large-claim");
+    let make = |storage: Option<Arc<dyn Storage>>| {
+        let mut c = cfg(&dir, Mode::Sync, storage);
+        // One chunk per segment: every part needs a segment of its own.
+        c.durability.as_mut().unwrap().chunks_per_segment = 1;
+        c
+    };
+    let (objs, b) = {
+        let db = open(make(None)).unwrap();
+        let objs = alloc_all(&db, 1);
+        (objs, db.run(|tx| tx.alloc(&0u64)).unwrap())
+    };
+    let fs = FaultStorage::new();
+    let db = open(make(Some(Arc::new(fs.clone())))).unwrap();
+    db.run(|tx| tx.write(b, &1u64)).unwrap();
+    let segs = segments(&dir);
+    let last = segs.last().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+    let seq: u64 = ordo::durable::format::parse_segment_name(&last).unwrap();
+    // The first part's segment can be created, the second's cannot.
+    let second = ordo::durable::format::segment_file(&dir, seq + 2);
+    fs.inject(FaultRule {
+        op: FaultOp::Write,
+        name_contains: second.file_name().unwrap().to_string_lossy().into_owned(),
+        skip: 0,
+        times: u32::MAX,
+        errno: libc::ENOSPC,
+    });
+    let r = write_all(&db, &objs, 2, Options::default());
+    assert!(matches!(r, Err(Error::Durable(_))), "the full disk was not reported: {r:?}");
+    fs.clear_rules();
+    // A later commit's round writes whatever is staged, under a marker above the failed one.
+    db.run(|tx| tx.write(b, &2u64)).unwrap();
+    drop(db);
+    let db = open(make(None)).expect("recovery refused the directory");
+    assert_eq!(firsts(&db, &objs), vec![1; OBJECTS], "half a transaction was applied");
+    assert_eq!(db.run(|tx| tx.read::<u64>(b)).unwrap(), 2);
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+}
