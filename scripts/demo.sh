@@ -6,7 +6,7 @@
 # ordo/logical ratio; TPC-C consistency conditions 1-4 are checked after every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
+source scripts/deps.sh
 cargo build --release --quiet -p ordo-cli
 ordo=./target/release/ordo
 $ordo calibrate

@@ -4,16 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v cargo >/dev/null 2>&1; then
-  if [ -x "$HOME/.cargo/bin/cargo" ]; then
-    export PATH="$HOME/.cargo/bin:$PATH"
-  else
-    echo "installing rustup (cargo not found)" >&2
-    apt-get update -qq && apt-get install -y -qq rustup >/dev/null || true
-    rustup default stable
-  fi
-fi
+source scripts/deps.sh
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
 
 step() { printf '\n==> %s\n' "$*"; }
 
