@@ -10,6 +10,7 @@ use crate::error::{AbortKind, Error};
 use crate::gc::{GcRound, GcState};
 use crate::heap::{Heap, HeapConfig};
 use crate::mvcc::{BudgetPolicy, VersionArena, VersionStats};
+use crate::txn::participant::{LocalParticipant, LocalScratch, One, Participants};
 use crate::txn::{Options, Tx};
 use crate::worker::{self, SlotHome, ThreadSlot, Worker};
 
@@ -136,7 +137,7 @@ impl<C: Clock> SlotHome for Shared<C> {
         self.slots[worker.slot].active_rts.store(worker::IDLE, Ordering::Release);
         self.heap.abandon(&mut worker.alloc);
         if let Some(v) = &self.versions {
-            v.retire(&worker.version_cursor);
+            v.retire(&worker.local.cursor);
         }
         self.free_slots.lock().unwrap_or_else(|e| e.into_inner()).push(worker.slot);
     }
@@ -145,6 +146,20 @@ impl<C: Clock> SlotHome for Shared<C> {
 impl<C: Clock> Shared<C> {
     pub(crate) fn slot(&self, index: usize) -> &ThreadSlot {
         &self.slots[index]
+    }
+
+    /// The participants of this database's transactions, for the worker whose participant
+    /// state is `local` and whose slot is `slot`: one local participant owning every region —
+    /// the heap, its old versions, and the durable log as its backup. A cluster node provides
+    /// its own set here, routing the regions other nodes own to remote participants.
+    #[inline]
+    pub(crate) fn participants<'a>(
+        &'a self,
+        local: &'a LocalScratch,
+        slot: usize,
+    ) -> impl Participants + 'a {
+        let log = self.durable.as_ref().map(|d| &d.log);
+        One(LocalParticipant::new(&self.heap, self.versions.as_ref(), local).with_log(log, slot))
     }
 
     /// This thread's worker: cached, or new with a fresh slot.
@@ -167,7 +182,7 @@ impl<C: Clock> Shared<C> {
             reads: Default::default(),
             writes: Default::default(),
             scratch: Vec::new(),
-            version_cursor: Default::default(),
+            local: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((slot as u64 + 1) << 17),
         }))
     }
@@ -288,6 +303,12 @@ impl<C: Clock> Ordo<C> {
                 Err(e) => return Err(e.into()),
             };
         Self::with_clock_scanned(config, make_clock(ordo_clock::Timestamp::from_nanos(ts)), scanned)
+    }
+
+    /// The shared state, for the crate's unit tests.
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Shared<C> {
+        &self.shared
     }
 
     /// What recovery found when this durable database was opened (`None` in memory).

@@ -118,6 +118,72 @@ impl Abort {
     }
 }
 
+/// Why a participant (the owner of some regions, DESIGN §4) could not do a step of a transaction.
+/// The embedded engine's one local participant never fails this way; `ordo-cluster` maps its
+/// network and configuration errors here.
+#[derive(thiserror::Error, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ParticipantFailure {
+    /// The owner is gone: its node failed, or its connection closed.
+    #[error("the owner is gone")]
+    PeerGone,
+    /// The owner did not answer in time (it may still act on the request).
+    #[error("the owner did not answer in time")]
+    Timeout,
+    /// The owner no longer owns the region (the configuration changed under the transaction).
+    #[error("the owner no longer owns the region")]
+    NotOwner,
+    /// The owner's answer did not decode or broke the protocol.
+    #[error("the owner's answer broke the protocol")]
+    Protocol,
+}
+
+/// The step of a transaction a participant failed at (the messages of FaRMv2 Fig. 3).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum ParticipantStep {
+    /// A read during execution, or the revalidation of one.
+    Read,
+    /// LOCK: locking the written objects.
+    Lock,
+    /// VALIDATE: re-checking the objects read but not written.
+    Validate,
+    /// COMMIT-BACKUP: logging or replicating the writes before any is installed.
+    CommitBackup,
+    /// COMMIT-PRIMARY: installing the writes and unlocking.
+    CommitPrimary,
+    /// TRUNCATE: letting the backups apply the writes.
+    Truncate,
+    /// ABORT: releasing the locks of a transaction that does not commit.
+    Abort,
+}
+
+impl ParticipantStep {
+    /// Whether a failure at this step comes after the commit point: every COMMIT-BACKUP was
+    /// acknowledged, so the transaction is committed even though this participant's part of it
+    /// may not be installed yet (the cluster's recovery installs it from the backups).
+    pub fn is_after_commit_point(self) -> bool {
+        matches!(self, ParticipantStep::CommitPrimary | ParticipantStep::Truncate)
+    }
+
+    /// A short name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            ParticipantStep::Read => "read",
+            ParticipantStep::Lock => "lock",
+            ParticipantStep::Validate => "validate",
+            ParticipantStep::CommitBackup => "commit-backup",
+            ParticipantStep::CommitPrimary => "commit-primary",
+            ParticipantStep::Truncate => "truncate",
+            ParticipantStep::Abort => "abort",
+        }
+    }
+}
+
+impl std::fmt::Display for ParticipantStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Everything an Ordo operation can fail with.
 #[derive(thiserror::Error, Clone, PartialEq, Eq, Debug)]
 pub enum Error {
@@ -127,6 +193,21 @@ pub enum Error {
     /// The transaction attempt conflicted; `Ordo::run` retries these.
     #[error("transaction aborted: {0}")]
     Aborted(#[from] Abort),
+    /// A participant owning objects of the transaction failed (a peer gone, a timeout). Before
+    /// the commit point ([`ParticipantStep::is_after_commit_point`] false) nothing was
+    /// installed and every lock was released; after it the transaction is committed, but its
+    /// writes at `owner` may not be installed yet. Not retried by `Ordo::run`.
+    #[error("participant {owner} (region {region}) failed at {step}: {cause}")]
+    Participant {
+        /// The owner that failed, as numbered by the participant set's routing.
+        owner: u16,
+        /// A region of the transaction's objects that this owner serves.
+        region: u16,
+        /// The step it failed at.
+        step: ParticipantStep,
+        /// Why.
+        cause: ParticipantFailure,
+    },
     /// Every retry of `Ordo::run` aborted.
     #[error("transaction gave up after {attempts} attempts; last abort: {last}")]
     RetriesExhausted {

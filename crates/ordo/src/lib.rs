@@ -69,7 +69,7 @@ pub use db::{
     Versions,
 };
 #[cfg(not(loom))]
-pub use error::{Abort, AbortKind, Error};
+pub use error::{Abort, AbortKind, Error, ParticipantFailure, ParticipantStep};
 #[cfg(not(loom))]
 pub use gc::GcRound;
 #[cfg(not(loom))]

@@ -65,7 +65,8 @@ pub(crate) struct Worker {
     pub(crate) reads: ReadSet,
     pub(crate) writes: WriteSet,
     pub(crate) scratch: Vec<u64>,
-    pub(crate) version_cursor: std::cell::RefCell<crate::mvcc::Cursor>,
+    /// The local participant's per-thread state (old-version cursor, lock-token vector).
+    pub(crate) local: crate::txn::participant::LocalScratch,
     pub(crate) rng: u64,
 }
 

@@ -8,9 +8,9 @@
 //!
 //! 1. **Read-only**: nothing buffered → commit is a no-op. Opacity needs no validation: the reads
 //!    already form one snapshot (Lemma 4, or the revalidations of the optimistic mode).
-//! 2. **Lock** every written object (sorted by address), requiring the head to be the version the
-//!    transaction read, or — for a blind write — not newer than `rts`; allocations require a free
-//!    slot. Any failure releases all locks and aborts.
+//! 2. **Lock** every written object (sorted by owner, then address), requiring the head to be the
+//!    version the transaction read, or — for a blind write — not newer than `rts`; allocations
+//!    require a free slot. Any failure releases all locks and aborts.
 //! 3. **`wts = get_ts()` while holding the locks.** The wait puts `wts` in the past before any lock
 //!    is released, so every lock is held at global time `wts` (Lemma 1.2): a reader with
 //!    `rts' >= wts` sees the lock or the new version, never the old one.
@@ -18,13 +18,57 @@
 //!    still at the version read. Because validation starts after `wts` is in the past, any writer
 //!    with `wts' <= wts` that conflicts is seen (Lemma 3, the write invariant).
 //! 5. **Log** (`commit_backup`: durability or replication), then **install** the new versions at
-//!    `wts` and unlock (`commit_primary`).
+//!    `wts` and unlock (`commit_primary`), then **truncate**.
 //!
 //! Snapshot isolation skips step 4. FaRMv2 §7.3 lists what breaks if steps are reordered or
 //! dropped — no wait in step 3, validation overlapping the wait, the wait before step 2 — and
 //! `Shortcuts` (feature `shortcuts`) can do exactly that so the negative tests can show the
 //! checker catching each one; `log_after_install` swaps the two halves of step 5, which
 //! `tests/durable/durable_order.rs` shows losing a value a reader saw.
+//!
+//! # Participants (FaRMv2 Fig. 3)
+//! The coordinator talks to the owners of the objects through a
+//! [`Participants`] set. It sorts the write set by owner, then
+//! address, so each owner's part is one run, and sends each message to every owner concerned:
+//!
+//! | step | FaRMv2 message | sent to |
+//! |---|---|---|
+//! | 2 | LOCK | each owner of written objects, in owner order; it returns a lock token the coordinator holds |
+//! | 3 | (`begin_backup`) | each owner of written objects, before `wts` is drawn |
+//! | 4 | VALIDATE | each owner of objects read but not written |
+//! | 5 | COMMIT-BACKUP | each owner of written objects, which reaches that owner's backups |
+//! | 5 | COMMIT-PRIMARY | each owner of written objects, with its token, once **every** backup acknowledged |
+//! | 5 | TRUNCATE | each owner of written objects |
+//! | — | ABORT | every owner of written objects, with its token if it has one, on a failure before step 5's install |
+//!
+//! For the embedded engine's single-owner set (`Participants::SINGLE`) the grouping is a constant:
+//! one run, one token kept inline, no allocation — the protocol as it was with one participant.
+//!
+//! # Failures
+//! Every step can fail. A failure **before the commit point** (LOCK, VALIDATE, COMMIT-BACKUP)
+//! sends ABORT to every owner of written objects — with its token where its LOCK succeeded,
+//! without one where it failed or was never sent (a remote owner whose LOCK answer was lost
+//! releases what it took; every owner releases its reserved allocation slots) — and returns the
+//! failure: nothing is installed and no lock stays held. An ABORT that fails itself is not
+//! retried here: the owner is gone, and the cluster's recovery releases its locks.
+//!
+//! The **commit point** is the last COMMIT-BACKUP acknowledgement. After it the transaction is
+//! committed: a failing COMMIT-PRIMARY or TRUNCATE does not stop the others (every other owner
+//! installs and unlocks), and the first such failure is returned
+//! ([`ParticipantStep::is_after_commit_point`](crate::ParticipantStep::is_after_commit_point)).
+//! The failed owner's part may then be partly installed: the cluster's recovery installs it from
+//! the backups, which hold the whole transaction. Locally this cannot happen: the local
+//! participant's COMMIT-PRIMARY does not fail. Conversely, when a COMMIT-BACKUP fails after
+//! another owner's backups acknowledged, those backups hold the record of a transaction that
+//! aborted; the cluster's recovery must count a transaction as committed only when the backups
+//! of every written region hold it (FaRM's recovery vote). The local engine has one backup, the
+//! durable log, so it never sees a partial COMMIT-BACKUP.
+//!
+//! # Invariants
+//! * No participant installs (COMMIT-PRIMARY) before every COMMIT-BACKUP succeeded — except
+//!   with the `log_after_install` shortcut of the negative tests.
+//! * Locks are released on every error path: each lock token is consumed exactly once, by
+//!   COMMIT-PRIMARY or ABORT, and an error before the commit point aborts at every owner.
 //!
 //! # Lemmas kept
 //! * **Read invariant**: a version read at `v <= rts` has no successor in `(v, rts]`.
@@ -34,8 +78,8 @@
 use ordo_clock::{Clock, Timestamp};
 
 use super::options::Options;
-use super::participant::Participant;
-use super::set::{ReadSet, WriteKind, WriteSet};
+use super::participant::{Owner, Participant, Participants};
+use super::set::{ReadEntry, ReadSet, WriteEntry, WriteKind, WritePart, WriteSet};
 use crate::error::Error;
 use crate::object::Expect;
 
@@ -50,10 +94,14 @@ pub struct CommitInfo {
     pub write_wait_ns: u64,
 }
 
-/// Runs steps 1–5. On `Err` every lock and reservation has been released.
-pub(crate) fn commit<C: Clock, P: Participant>(
+/// The lock token type of a set's participants.
+type Locks<S> = <<S as Participants>::Participant as Participant>::Locks;
+
+/// Runs steps 1–5. On `Err` before the commit point every lock and reservation has been
+/// released and nothing is installed; see the module docs for a failure after it.
+pub(crate) fn commit<C: Clock, S: Participants>(
     clock: &C,
-    participant: &P,
+    set: &S,
     rts: Timestamp,
     options: &Options,
     reads: &ReadSet,
@@ -63,7 +111,11 @@ pub(crate) fn commit<C: Clock, P: Participant>(
         return Ok(CommitInfo { rts, wts: None, write_wait_ns: 0 });
     }
     set_expectations(rts, reads, writes);
-    writes.sort();
+    if S::SINGLE {
+        writes.sort();
+    } else {
+        writes.sort_by_key(|e| (set.route(e.addr), e.addr));
+    }
 
     #[cfg(feature = "shortcuts")]
     let shortcuts = options.shortcuts;
@@ -74,24 +126,29 @@ pub(crate) fn commit<C: Clock, P: Participant>(
     let early_wts = if shortcuts.wait_before_lock { Some(clock.get_ts()) } else { None };
 
     shortcuts.step(Step::BeforeLock);
-    if let Err(abort) = participant.lock(writes) {
-        participant.abort(writes);
-        return Err(abort.into());
+    // LOCK at each owner; the coordinator holds the tokens.
+    let mut held = Tokens::new();
+    for (owner, part) in Groups::new(set, writes) {
+        match set.get(owner).lock(part) {
+            Ok(locks) => held.push(locks),
+            Err(e) => return Err(abort(set, writes, held, e)),
+        }
     }
     shortcuts.step(Step::Locked);
 
     let validates = options.isolation.validates_reads() && !shortcuts.skip_validation;
     // Unsafe variant: validation overlapping the wait may miss a writer with wts' <= wts.
     if validates && shortcuts.validate_before_wait {
-        if let Err(abort) = participant.validate(reads.entries(), writes) {
-            participant.abort(writes);
-            return Err(abort.into());
+        if let Err(e) = validate(set, reads, writes) {
+            return Err(abort(set, writes, held, e));
         }
     }
 
     let wait_start = clock.now().lo();
     // Durable logs: the marker must not pass a timestamp this commit may still log.
-    participant.begin_backup(wait_start);
+    for (owner, _) in Groups::new(set, writes) {
+        set.get(owner).begin_backup(wait_start);
+    }
     let wts = match early_wts {
         Some(ts) => ts,
         // Unsafe variant: wts is still in the future when the locks are released.
@@ -108,30 +165,182 @@ pub(crate) fn commit<C: Clock, P: Participant>(
     );
 
     if validates && !shortcuts.validate_before_wait {
-        if let Err(abort) = participant.validate(reads.entries(), writes) {
-            participant.abort(writes);
-            return Err(abort.into());
+        if let Err(e) = validate(set, reads, writes) {
+            return Err(abort(set, writes, held, e));
         }
     }
 
     shortcuts.step(Step::Validated);
 
-    // Step 5: the redo record first, then install and unlock. The unsafe variant swaps them,
-    // so readers may see values not yet in the log (its logging error is returned as is: the
-    // writes are already installed and cannot be aborted).
+    // Step 5: COMMIT-BACKUP at every owner first; the last acknowledgement is the commit point.
+    // The unsafe variant installs first, so readers may see values not yet in the log (its
+    // logging error is returned: the writes are already installed and cannot be aborted).
     if !shortcuts.log_after_install {
-        if let Err(e) = participant.commit_backup(writes, wts) {
-            participant.abort(writes);
-            return Err(e);
+        for (owner, part) in Groups::new(set, writes) {
+            if let Err(e) = set.get(owner).commit_backup(part, wts) {
+                return Err(abort(set, writes, held, e));
+            }
         }
     }
-    participant.commit_primary(writes, wts);
+    // Committed: COMMIT-PRIMARY at every owner, whatever another one answers.
+    let mut failure = None;
+    for ((owner, part), locks) in Groups::new(set, writes).zip(held) {
+        if let Err(e) = set.get(owner).commit_primary(locks, part, wts) {
+            failure.get_or_insert(e);
+        }
+    }
     shortcuts.step(Step::Installed);
     if shortcuts.log_after_install {
-        participant.commit_backup(writes, wts)?;
+        for (owner, part) in Groups::new(set, writes) {
+            if let Err(e) = set.get(owner).commit_backup(part, wts) {
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    for (owner, part) in Groups::new(set, writes) {
+        if let Err(e) = set.get(owner).truncate(part, wts) {
+            failure.get_or_insert(e);
+        }
     }
     writes.clear();
-    Ok(CommitInfo { rts, wts: Some(wts), write_wait_ns })
+    match failure {
+        None => Ok(CommitInfo { rts, wts: Some(wts), write_wait_ns }),
+        Some(e) => Err(e),
+    }
+}
+
+/// ABORT at every owner of `writes` — with its token where LOCK succeeded (tokens are in owner
+/// order, and LOCK stops at the first failure) — then forgets the writes. Returns `cause`.
+#[cold]
+#[inline(never)]
+fn abort<S: Participants>(
+    set: &S,
+    writes: &mut WriteSet,
+    held: Tokens<Locks<S>>,
+    cause: Error,
+) -> Error {
+    let mut tokens = held.into_iter();
+    for (owner, part) in Groups::new(set, writes) {
+        // A failed ABORT leaves the owner's locks to the cluster's recovery (module docs).
+        let _ = set.get(owner).abort(tokens.next(), part);
+    }
+    debug_assert!(tokens.next().is_none(), "a lock token was not given back");
+    writes.clear();
+    cause
+}
+
+/// Gives up the buffered writes of a transaction that never reached commit (or whose commit
+/// already ended): releases the slots reserved for its allocations at their owners.
+#[inline]
+pub(crate) fn discard<S: Participants>(set: &S, writes: &mut WriteSet) {
+    if writes.is_empty() {
+        return;
+    }
+    if !S::SINGLE {
+        writes.sort_by_key(|e| (set.route(e.addr), e.addr));
+    }
+    for (owner, part) in Groups::new(set, writes) {
+        let _ = set.get(owner).abort(None, part);
+    }
+    writes.clear();
+}
+
+/// VALIDATE at each owner of the objects read but not written.
+#[inline]
+fn validate<S: Participants>(set: &S, reads: &ReadSet, writes: &WriteSet) -> Result<(), Error> {
+    let reads = reads.entries();
+    if S::SINGLE {
+        return match reads.first() {
+            Some(r) => set.owner_of(r.addr).validate(reads, writes),
+            None => Ok(()),
+        };
+    }
+    validate_by_owner(set, reads, writes)
+}
+
+/// [`validate`] for a set of several owners: groups the reads by owner first.
+#[cold]
+fn validate_by_owner<S: Participants>(
+    set: &S,
+    reads: &[ReadEntry],
+    writes: &WriteSet,
+) -> Result<(), Error> {
+    let mut owned: Vec<ReadEntry> =
+        reads.iter().filter(|r| writes.find(r.addr).is_none()).copied().collect();
+    owned.sort_by_key(|r| set.route(r.addr));
+    for run in owned.chunk_by(|a, b| set.route(a.addr) == set.route(b.addr)) {
+        set.owner_of(run[0].addr).validate(run, writes)?;
+    }
+    Ok(())
+}
+
+/// The owners' parts of a write set sorted by (owner, address): one run per owner, in order.
+struct Groups<'a, S> {
+    set: &'a S,
+    writes: &'a WriteSet,
+    start: usize,
+}
+
+impl<'a, S: Participants> Groups<'a, S> {
+    #[inline]
+    fn new(set: &'a S, writes: &'a WriteSet) -> Self {
+        Groups { set, writes, start: 0 }
+    }
+}
+
+impl<'a, S: Participants> Iterator for Groups<'a, S> {
+    type Item = (Owner, WritePart<'a>);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let entries: &[WriteEntry] = self.writes.entries();
+        let first = entries.get(self.start)?;
+        let owner = self.set.route(first.addr);
+        let end = if S::SINGLE {
+            entries.len()
+        } else {
+            let rest = &entries[self.start..];
+            self.start
+                + rest.iter().position(|e| self.set.route(e.addr) != owner).unwrap_or(rest.len())
+        };
+        let part = self.writes.part(self.start..end);
+        self.start = end;
+        Some((owner, part))
+    }
+}
+
+/// The lock tokens the coordinator holds, in owner order. The first is kept inline, so a
+/// single-owner commit allocates nothing.
+struct Tokens<T> {
+    first: Option<T>,
+    rest: Vec<T>,
+}
+
+impl<T> Tokens<T> {
+    #[inline]
+    fn new() -> Self {
+        Tokens { first: None, rest: Vec::new() }
+    }
+
+    #[inline]
+    fn push(&mut self, token: T) {
+        if self.first.is_none() {
+            debug_assert!(self.rest.is_empty());
+            self.first = Some(token);
+        } else {
+            self.rest.push(token);
+        }
+    }
+}
+
+impl<T> IntoIterator for Tokens<T> {
+    type Item = T;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<T>, std::vec::IntoIter<T>>;
+
+    #[inline]
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
 }
 
 /// Step 2's requirement per written object: the version read, else not newer than `rts`.

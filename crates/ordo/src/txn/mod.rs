@@ -60,7 +60,7 @@ use crate::db::Shared;
 use crate::error::{Abort, Error};
 use crate::worker::{self, Worker, bump};
 
-use participant::{LocalParticipant, Participant};
+use participant::{Participant, Participants, ReadAt};
 use set::{ReadEntry, WriteKind, words_as_bytes};
 
 /// One transaction attempt. Created by [`crate::Ordo::begin`] or inside [`crate::Ordo::run`].
@@ -191,11 +191,6 @@ impl<'db, C: Clock> Tx<'db, C> {
         self.worker.as_mut().expect("a live transaction holds its worker")
     }
 
-    /// The participant for reads: reads never need old-version memory.
-    fn participant(&self) -> LocalParticipant<'db> {
-        LocalParticipant::new(&self.shared.heap, None)
-    }
-
     /// The read timestamp: every read sees the newest version at or before it.
     pub fn rts(&self) -> Timestamp {
         self.rts
@@ -249,10 +244,9 @@ impl<'db, C: Clock> Tx<'db, C> {
         f: impl FnOnce(&[u64], usize) -> R,
     ) -> Result<R, Error> {
         self.check_live()?;
-        let rts = self.rts;
-        let check_lock = self.check_lock();
-        let participant = self.participant();
-        let w = self.w();
+        let at = self.read_at();
+        let shared = self.shared;
+        let w = self.worker.as_mut().expect("a live transaction holds its worker");
         if let Some(i) = w.writes.find(addr) {
             let e = w.writes.entries()[i];
             if e.kind == WriteKind::Free {
@@ -260,40 +254,51 @@ impl<'db, C: Clock> Tx<'db, C> {
             }
             return Ok(f(w.writes.data(&e), e.len_bytes));
         }
-        let snap = match participant.read(addr, &mut w.scratch, check_lock) {
-            Ok(s) => s,
-            Err(Error::Aborted(a)) => return Err(self.doom(a)),
-            Err(e) => return Err(e),
+        let read = {
+            let set = shared.participants(&w.local, w.slot);
+            set.owner_of(addr).read(addr, at, &mut w.scratch)
         };
-        let version = snap.header.ts();
-        let (header, len_bytes) = if version <= rts {
-            (snap.header, snap.len_bytes)
-        } else {
-            // Too new: multi-version mode walks to an older copy, unless the transaction will
-            // write and validates, so could never commit (eager validation, FaRMv2 §4.4).
-            let eager = self.options.isolation.validates_reads()
-                && (self.options.will_write || !self.w().writes.is_empty());
-            let shared = self.shared;
-            let old = match &shared.versions {
-                Some(arena) if !eager => Some(arena.find(snap.ovp, rts, &mut self.w().scratch)),
-                _ => None,
-            };
-            match old {
-                Some(Ok(Some(old))) => (old.header, old.len_bytes),
-                Some(Err(crate::mvcc::Recycled)) => return Err(Error::VersionRecycled { addr }),
-                Some(Ok(None)) | None => {
-                    return Err(self.doom(Abort::TooNew { addr, version, rts }));
-                }
-            }
+        let entry = match read {
+            Ok(entry) => entry,
+            Err(e) => return Err(self.read_failed(e)),
         };
-        self.w().reads.push(ReadEntry { addr, header, len_bytes: len_bytes as u32 });
-        if header.ts() > self.recent_from {
+        self.record_read(entry)?;
+        Ok(f(&self.w().scratch, entry.len_bytes as usize))
+    }
+
+    /// How this attempt's reads look for their version: at `rts`, walking old versions unless
+    /// the attempt will write and validates, so could never commit an old read (eager
+    /// validation, FaRMv2 §4.4).
+    #[inline]
+    fn read_at(&self) -> ReadAt {
+        let eager = self.options.isolation.validates_reads()
+            && (self.options.will_write
+                || self.worker.as_ref().is_some_and(|w| !w.writes.is_empty()));
+        ReadAt { rts: self.rts, check_lock: self.check_lock(), old_versions: !eager }
+    }
+
+    /// A read failed: an abort dooms the attempt.
+    fn read_failed(&mut self, e: Error) -> Error {
+        match e {
+            Error::Aborted(a) => self.doom(a),
+            other => other,
+        }
+    }
+
+    /// Records a version read: it joins the read set, revalidating the earlier reads if it may
+    /// postdate them (module docs), and must be allocated.
+    #[inline]
+    fn record_read(&mut self, entry: ReadEntry) -> Result<(), Error> {
+        self.w().reads.push(entry);
+        if entry.header.ts() > self.recent_from {
+            // A value read with it is discarded if the earlier reads changed: it may come from a
+            // torn snapshot.
             self.revalidate()?;
         }
-        if !header.is_allocated() {
-            return Err(Error::NotAllocated { addr });
+        if !entry.header.is_allocated() {
+            return Err(Error::NotAllocated { addr: entry.addr });
         }
-        Ok(f(&self.w().scratch, len_bytes))
+        Ok(())
     }
 
     /// The last read returned a version that may postdate an earlier read: checks that every
@@ -312,27 +317,25 @@ impl<'db, C: Clock> Tx<'db, C> {
         }
         // Taken before the checks: a writer with a smaller wts held its locks by then.
         let started = self.shared.clock.now().lo();
-        let (heap, versions, rts) = (&self.shared.heap, self.shared.versions.as_ref(), self.rts);
-        let reads = self.worker.as_ref().map_or(&[][..], |w| w.reads.entries());
-        let earlier = match reads.split_last() {
-            Some((_, earlier)) if skip_newest => earlier,
-            _ => reads,
-        };
-        let mut scratch = Vec::new();
-        let mut still_newest = |r: &ReadEntry| {
-            let Ok(obj) = heap.object(r.addr) else { return false };
-            if obj.validate(r.header) {
-                return true;
+        let (shared, rts) = (self.shared, self.rts);
+        let w = self.worker.as_ref().expect("a live transaction holds its worker");
+        let changed = {
+            let set = shared.participants(&w.local, w.slot);
+            let reads = w.reads.entries();
+            let earlier = match reads.split_last() {
+                Some((_, earlier)) if skip_newest => earlier,
+                _ => reads,
+            };
+            let mut scratch = Vec::new();
+            let mut changed = None;
+            for r in earlier {
+                if !set.owner_of(r.addr).still_newest(r, rts, &mut scratch)? {
+                    changed = Some(r.addr);
+                    break;
+                }
             }
-            // Multi-version: a head above `rts` (installed after `rts` passed) may sit over the
-            // very version read, which then is still the newest at or below `rts`.
-            let Some(arena) = versions else { return false };
-            let Ok(head) = obj.read(&mut scratch, true) else { return false };
-            head.header.ts() > rts
-                && matches!(arena.find(head.ovp, rts, &mut scratch),
-                            Ok(Some(old)) if old.header == r.header)
+            changed
         };
-        let changed = earlier.iter().find(|r| !still_newest(r)).map(|r| r.addr);
         if let Some(addr) = changed {
             return Err(self.doom(Abort::Validation { addr }));
         }
@@ -367,38 +370,21 @@ impl<'db, C: Clock> Tx<'db, C> {
         mut f: impl FnMut(View<'_>) -> R,
     ) -> Result<R, Error> {
         self.check_live()?;
-        let rts = self.rts;
-        let check_lock = self.check_lock();
         if self.w().writes.find(addr).is_some() {
             return self.with_words(addr, |w, len| f(View::owned(w, len)));
         }
+        let at = self.read_at();
         let shared = self.shared;
-        let obj = shared.heap.object(addr)?;
-        let (snap, r) = match obj.read_view(check_lock, |p, len| f(View::shared(p, len))) {
-            Ok(v) => v,
-            Err(crate::object::ReadFail::Locked) => {
-                return Err(self.doom(Abort::ReadLocked { addr }));
-            }
-            Err(crate::object::ReadFail::BadLength { len_bytes }) => {
-                return Err(Error::CorruptObject { addr, len_bytes });
-            }
+        let w = self.worker.as_mut().expect("a live transaction holds its worker");
+        let read = {
+            let set = shared.participants(&w.local, w.slot);
+            set.owner_of(addr).read_view(addr, at, &mut w.scratch, f)
         };
-        if snap.header.ts() > rts {
-            // Newer than the snapshot: an old version (multi-version mode) or an abort.
-            return self.with_words(addr, |w, len| f(View::owned(w, len)));
-        }
-        self.w().reads.push(ReadEntry {
-            addr,
-            header: snap.header,
-            len_bytes: snap.len_bytes as u32,
-        });
-        if snap.header.ts() > self.recent_from {
-            // `r` is discarded if the earlier reads changed: it may come from a torn snapshot.
-            self.revalidate()?;
-        }
-        if !snap.header.is_allocated() {
-            return Err(Error::NotAllocated { addr });
-        }
+        let (entry, r) = match read {
+            Ok(read) => read,
+            Err(e) => return Err(self.read_failed(e)),
+        };
+        self.record_read(entry)?;
         Ok(r)
     }
 
@@ -455,21 +441,22 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// The length of an allocated object at `rts`, without adding it to the read set (a blind
     /// write's lock checks the version instead).
     fn peek_len(&mut self, addr: Addr) -> Result<usize, Error> {
-        let rts = self.rts;
-        let participant = self.participant();
-        let w = self.w();
-        let snap = match participant.read(addr, &mut w.scratch, false) {
-            Ok(s) => s,
-            Err(Error::Aborted(a)) => return Err(self.doom(a)),
-            Err(e) => return Err(e),
+        // The head only: a blind write's lock requires a head at or below `rts`.
+        let at = ReadAt { rts: self.rts, check_lock: false, old_versions: false };
+        let shared = self.shared;
+        let w = self.worker.as_mut().expect("a live transaction holds its worker");
+        let read = {
+            let set = shared.participants(&w.local, w.slot);
+            set.owner_of(addr).read(addr, at, &mut w.scratch)
         };
-        if snap.header.ts() > rts {
-            return Err(self.doom(Abort::TooNew { addr, version: snap.header.ts(), rts }));
-        }
-        if !snap.header.is_allocated() {
+        let entry = match read {
+            Ok(entry) => entry,
+            Err(e) => return Err(self.read_failed(e)),
+        };
+        if !entry.header.is_allocated() {
             return Err(Error::NotAllocated { addr });
         }
-        Ok(snap.len_bytes)
+        Ok(entry.len_bytes as usize)
     }
 
     /// Allocates an object holding `value`. It becomes visible to others when this commits.
@@ -561,12 +548,13 @@ impl<'db, C: Clock> Tx<'db, C> {
         let rts = self.rts;
         let options = self.options;
         let w = self.worker.as_mut().expect("a live transaction holds its worker");
-        let Worker { reads, writes, version_cursor, slot: slot_index, .. } = &mut **w;
+        let Worker { reads, writes, local, slot: slot_index, .. } = &mut **w;
         let slot_index = *slot_index;
-        let versions = shared.versions.as_ref().map(|arena| (arena, &*version_cursor));
         let log = shared.durable.as_ref().map(|d| &d.log);
-        let participant = LocalParticipant::new(&shared.heap, versions).with_log(log, slot_index);
-        let mut outcome = commit::commit(&shared.clock, &participant, rts, &options, reads, writes);
+        let mut outcome = {
+            let set = shared.participants(local, slot_index);
+            commit::commit(&shared.clock, &set, rts, &options, reads, writes)
+        };
         if let (Some(log), Ok(info)) = (log, &outcome) {
             if info.wts.is_some() {
                 // Installed and unlocked: the writeback hint of SPHT Alg. 5 (flag-gated).
@@ -615,7 +603,10 @@ impl<C: Clock> Drop for Tx<'_, C> {
         let Some(mut w) = self.worker.take() else {
             return;
         };
-        LocalParticipant::new(&self.shared.heap, None).abort(&mut w.writes);
+        {
+            let set = self.shared.participants(&w.local, w.slot);
+            commit::discard(&set, &mut w.writes);
+        }
         let slot = self.shared.slot(w.slot);
         if !self.counted {
             let reason = self.doomed.unwrap_or(Abort::Requested);

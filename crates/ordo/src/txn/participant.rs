@@ -1,228 +1,200 @@
-//! The participant seam: what the coordinator asks of the owner of the objects (DESIGN §4).
+//! The participant seam: what a transaction asks of the owners of its objects (DESIGN §4,
+//! FaRMv2 §4.2 Fig. 3).
 //!
-//! One coordinator ([`super::commit`]) serves the embedded engine and the cluster. It never touches
-//! object memory itself; it asks a [`Participant`]. In one process the participant is the heap
-//! ([`LocalParticipant`], direct calls); in `ordo-cluster` it will be an RPC client whose server
-//! side calls the same local participant. Durability hooks in through `commit_backup`.
+//! One coordinator ([`super::commit`]) serves the embedded engine and the cluster. It never
+//! touches object memory itself: it asks the **owner** of each object — a [`Participant`] — and
+//! finds the owner through a [`Participants`] set, which routes an address (by its region) to an
+//! [`Owner`] and the owner to its participant. A participant stands for the replica group of
+//! the regions it owns: the *primary* steps (read, LOCK, VALIDATE, COMMIT-PRIMARY) act on the
+//! head versions, [`Participant::commit_backup`] reaches the group's backups (for the embedded
+//! engine: the durable log), and [`Participant::truncate`] lets them apply the writes.
+//!
+//! * The embedded engine's set is [`One`] [`LocalParticipant`] for every region: direct calls
+//!   into the heap. `One::SINGLE` is a constant `true`, so the coordinator's grouping of the
+//!   write set by owner compiles away and the commit is the single-owner protocol it always was.
+//! * `ordo-cluster` provides a set whose `get` returns, per owner, either the node's own local
+//!   participant or an RPC client whose server side calls the remote node's local participant.
+//!
+//! # Execution: reads through the seam
+//! [`Participant::read`] returns the newest version of an object at or below a read timestamp —
+//! the head, or in multi-version mode FaRMv2's "find the snapshot version" walk of the
+//! old-version chain — and [`Participant::still_newest`] answers the optimistic-`rts`
+//! revalidation ("is this read still the newest version at or below `rts`?", see `Tx`).
+//! [`Participant::read_view`] lets a local participant hand out the head in place; its default
+//! copies the version and views the copy.
+//!
+//! # Commit: the steps, and what a participant promises
+//! * **LOCK** ([`Participant::lock`]) locks every entry of the participant's part of the write
+//!   set (one run of the sorted set, [`WritePart`]) and returns a **lock token**
+//!   ([`Participant::Locks`]) that the coordinator holds: what unlocking or installing needs
+//!   (the replaced headers, the copies of the old heads). Participants never write into the
+//!   coordinator's write set. A `lock` that fails has released every lock it took — or, for a
+//!   remote owner whose answer was lost, will release them when it gets the `abort` the
+//!   coordinator then sends it without a token.
+//! * **VALIDATE** ([`Participant::validate`]) checks the reads it owns that are not written.
+//! * **COMMIT-BACKUP** ([`Participant::commit_backup`]) makes the part durable or replicated.
+//!   [`Participant::begin_backup`] comes before the write timestamp is drawn, with a lower
+//!   bound of it (the durable marker must not pass a timestamp still to be logged).
+//! * **COMMIT-PRIMARY** ([`Participant::commit_primary`]) consumes the token: installs the part
+//!   at `wts` and unlocks it.
+//! * **TRUNCATE** ([`Participant::truncate`]) ends the transaction at the owner and its backups.
+//! * **ABORT** ([`Participant::abort`]) consumes the token, if any, and releases its locks and
+//!   the slots reserved for the part's allocations.
+//!
+//! Every step can fail with an [`Error`]; a remote owner's failure is
+//! [`Error::Participant`] naming the owner, a region and the
+//! [`ParticipantStep`](crate::ParticipantStep). The coordinator keeps the invariants stated in
+//! [`super::commit`]: no participant installs before every backup acknowledged, and on every
+//! error before that point every participant is told to abort, so no lock is left held.
+
+mod local;
+#[cfg(test)]
+mod tests;
 
 use ordo_clock::Timestamp;
 
-use super::set::{ReadEntry, WriteKind, WriteSet};
-use std::cell::RefCell;
+pub(crate) use local::LocalScratch;
+pub use local::{LocalLocks, LocalParticipant};
 
+use super::set::{ReadEntry, WritePart, WriteSet};
+use super::view::View;
 use crate::addr::Addr;
-use crate::durable::log::Log;
-use crate::error::{Abort, Error};
-use crate::heap::Heap;
-use crate::mvcc::{Cursor, VersionArena};
-use crate::object::{Header, LEN_SHIFT, LockFail, ReadFail, Snapshot};
+use crate::error::Error;
 
-/// The owner of objects, as seen by a transaction coordinator.
+/// One owner of regions in a participant set, as numbered by the set's routing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Owner(pub u16);
+
+impl Owner {
+    /// The owner of every region in a single-owner set.
+    pub const LOCAL: Owner = Owner(0);
+}
+
+/// How a read looks for the version at a read timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadAt {
+    /// The read timestamp: the read returns the newest version at or below it.
+    pub rts: Timestamp,
+    /// A locked head aborts the read (FaRMv2 early abort). Only the `skip_read_lock_check`
+    /// shortcut of the negative tests turns this off.
+    pub check_lock: bool,
+    /// A head newer than `rts` may be read past, down the old-version chain (multi-version
+    /// mode). Off when the transaction could not commit such a read anyway (eager validation,
+    /// FaRMv2 §4.4) and when only the current length is wanted.
+    pub old_versions: bool,
+}
+
+/// The owner of objects, as seen by a transaction (its reads and its coordinator).
 pub trait Participant {
-    /// Reads the head version of `addr` into `out` (payload words). With `check_lock`, a locked
-    /// head is an abort (FaRMv2 early abort).
-    fn read(&self, addr: Addr, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, Error>;
+    /// What [`Participant::lock`] hands the coordinator: everything unlocking or installing the
+    /// locked part needs. Consumed by [`Participant::commit_primary`] or [`Participant::abort`].
+    type Locks;
 
-    /// Locks every entry of `writes` whose head satisfies its `expect`, recording the replaced
-    /// header in `locked`. On failure every lock taken is released and the abort returned.
-    fn lock(&self, writes: &mut WriteSet) -> Result<(), Abort>;
+    /// Reads the newest version of `addr` at or below `at.rts` into `out` (payload words) and
+    /// returns it as the read-set entry to record. A locked head (with `at.check_lock`), or no
+    /// version old enough, is an abort.
+    fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error>;
 
-    /// Checks that every read object not in `writes` is unlocked and still at the version read.
-    fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Abort>;
+    /// [`Participant::read`], giving `f` a view of the version. `f` may run more than once, on
+    /// torn data whose result is discarded, so it must only read. By default the version is
+    /// copied into `out` and viewed there; a local participant may view it in place.
+    #[inline]
+    fn read_view<R>(
+        &self,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+        mut f: impl FnMut(View<'_>) -> R,
+    ) -> Result<(ReadEntry, R), Error> {
+        let entry = self.read(addr, at, out)?;
+        let r = f(View::owned(out, entry.len_bytes as usize));
+        Ok((entry, r))
+    }
 
-    /// Called before the write timestamp is drawn with a lower bound of it (the clock's
-    /// `now().lo`): the durable marker must not pass a timestamp still to be logged.
+    /// Whether `read` is still the newest version of its object at or below `rts`, unlocked:
+    /// the revalidation of an optimistic read timestamp. `scratch` is working memory.
+    fn still_newest(
+        &self,
+        read: &ReadEntry,
+        rts: Timestamp,
+        scratch: &mut Vec<u64>,
+    ) -> Result<bool, Error>;
+
+    /// LOCK: locks every entry of `part` whose head satisfies its `expect` and returns the token.
+    /// On failure nothing of `part` stays locked (see the module docs for a lost answer).
+    fn lock(&self, part: WritePart<'_>) -> Result<Self::Locks, Error>;
+
+    /// VALIDATE: checks that every entry of `reads` (all owned here) whose object `writes` does
+    /// not hold is unlocked and still at the version read.
+    fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Error>;
+
+    /// Called after LOCK and before the write timestamp is drawn, with a lower bound of it (the
+    /// clock's `now().lo`): the durable marker must not pass a timestamp still to be logged.
     #[inline]
     fn begin_backup(&self, _lower: Timestamp) {}
 
-    /// Makes the writes durable or replicated before they are installed (a no-op in memory).
-    fn commit_backup(&self, writes: &WriteSet, wts: Timestamp) -> Result<(), Error>;
+    /// COMMIT-BACKUP: makes `part` durable or replicated at `wts` before anything is installed.
+    fn commit_backup(&self, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error>;
 
-    /// Installs every write at `wts` and releases the locks; slots of freed objects return to
-    /// the allocator.
-    fn commit_primary(&self, writes: &mut WriteSet, wts: Timestamp);
+    /// COMMIT-PRIMARY: installs every entry of `part` at `wts` and unlocks it; slots of freed
+    /// objects return to the allocator. An error may leave the part partly installed (a remote
+    /// owner; the cluster's recovery finishes it from the backups).
+    fn commit_primary(
+        &self,
+        locks: Self::Locks,
+        part: WritePart<'_>,
+        wts: Timestamp,
+    ) -> Result<(), Error>;
 
-    /// Releases every lock held by `writes` and every slot reserved for its allocations.
-    fn abort(&self, writes: &mut WriteSet);
-}
-
-/// The in-process participant: the heap itself, plus old-version memory in multi-version mode.
-pub struct LocalParticipant<'h> {
-    heap: &'h Heap,
-    versions: Option<(&'h VersionArena, &'h RefCell<Cursor>)>,
-    /// The durable log and this thread's slot in it.
-    log: Option<(&'h Log, usize)>,
-}
-
-impl<'h> LocalParticipant<'h> {
-    pub(crate) fn new(
-        heap: &'h Heap,
-        versions: Option<(&'h VersionArena, &'h RefCell<Cursor>)>,
-    ) -> Self {
-        LocalParticipant { heap, versions, log: None }
-    }
-
-    /// The same participant, logging redo records to `log` as worker slot `slot`.
-    pub(crate) fn with_log(mut self, log: Option<&'h Log>, slot: usize) -> Self {
-        self.log = log.map(|l| (l, slot));
-        self
-    }
-}
-
-impl Participant for LocalParticipant<'_> {
+    /// TRUNCATE: the transaction is over at this owner; its backups may apply `part`.
     #[inline]
-    fn read(&self, addr: Addr, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, Error> {
-        match self.heap.object(addr)?.read(out, check_lock) {
-            Ok(s) => Ok(s),
-            Err(ReadFail::Locked) => Err(Abort::ReadLocked { addr }.into()),
-            Err(ReadFail::BadLength { len_bytes }) => Err(Error::CorruptObject { addr, len_bytes }),
-        }
-    }
-
-    fn lock(&self, writes: &mut WriteSet) -> Result<(), Abort> {
-        let mut failure = None;
-        for e in writes.entries_mut() {
-            debug_assert!(e.locked.is_none());
-            let Ok(obj) = self.heap.object(e.addr) else {
-                // Addresses were checked when the write was buffered; slab layouts never change
-                // while a transaction can hold them, so this is a conflict at worst.
-                failure = Some(Abort::WriteConflict { addr: e.addr });
-                break;
-            };
-            match obj.try_lock(e.expect) {
-                Ok(previous) => {
-                    e.locked = Some(previous);
-                    // Multi-version: keep the replaced head for older readers. A slot that never
-                    // held a version has nothing to keep. Exhausted memory truncates the history
-                    // (FaRMv2 §5.3 "truncate"): older readers of this object will abort.
-                    e.old_version = match self.versions {
-                        Some((arena, cursor)) if previous.raw() != 0 => {
-                            match arena.copy_head(cursor, obj, previous) {
-                                Ok(ovp) => ovp,
-                                Err(()) => {
-                                    failure = Some(Abort::VersionMemory { addr: e.addr });
-                                    break;
-                                }
-                            }
-                        }
-                        _ => 0,
-                    };
-                }
-                Err(LockFail::Locked) => {
-                    failure = Some(Abort::LockBusy { addr: e.addr });
-                    break;
-                }
-                Err(LockFail::Changed { .. }) => {
-                    failure = Some(Abort::WriteConflict { addr: e.addr });
-                    break;
-                }
-            }
-        }
-        match failure {
-            None => Ok(()),
-            Some(abort) => {
-                self.unlock_all(writes);
-                Err(abort)
-            }
-        }
-    }
-
-    fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Abort> {
-        for r in reads {
-            if writes.find(r.addr).is_some() {
-                continue; // checked by the lock's `expect`
-            }
-            let unchanged = self.heap.object(r.addr).map(|o| o.validate(r.header)).unwrap_or(false);
-            if !unchanged {
-                return Err(Abort::Validation { addr: r.addr });
-            }
-        }
+    fn truncate(&self, _part: WritePart<'_>, _wts: Timestamp) -> Result<(), Error> {
         Ok(())
     }
 
+    /// ABORT: releases the locks of `locks` (when this owner's LOCK succeeded) or whatever a
+    /// failed LOCK left behind, and every slot reserved for `part`'s allocations.
+    fn abort(&self, locks: Option<Self::Locks>, part: WritePart<'_>) -> Result<(), Error>;
+}
+
+/// The owners of a transaction's objects: routing by region, one participant per owner.
+pub trait Participants {
+    /// The participant type (for a cluster: an enum of local and remote participants).
+    type Participant: Participant;
+
+    /// Whether every address routes to one owner. A constant, so the coordinator's grouping of
+    /// the write and read sets by owner compiles away for the embedded engine.
+    const SINGLE: bool = false;
+
+    /// The owner of `addr`'s region.
+    fn route(&self, addr: Addr) -> Owner;
+
+    /// The participant of `owner` (an owner `route` returned).
+    fn get(&self, owner: Owner) -> &Self::Participant;
+
+    /// The participant owning `addr`.
     #[inline]
-    fn begin_backup(&self, lower: Timestamp) {
-        // Both modes: the sync marker and the process-mode checkpoint bound must not pass a
-        // timestamp this commit may still log.
-        if let Some((log, slot)) = self.log {
-            log.publish_lower(slot, lower.as_nanos());
-        }
-    }
-
-    #[inline]
-    fn commit_backup(&self, writes: &WriteSet, wts: Timestamp) -> Result<(), Error> {
-        let Some((log, slot)) = self.log else {
-            return Ok(());
-        };
-        let heap = self.heap;
-        log.append_tx(slot, wts.as_nanos(), |rec| {
-            for e in writes.entries() {
-                let allocated = e.kind != WriteKind::Free;
-                if e.kind == WriteKind::Alloc {
-                    if let Some((slab, word)) = heap.slab_word(e.addr) {
-                        rec.entry_words(slab.to_raw(), [word]);
-                    }
-                }
-                let w0 = Header::version(wts, allocated).raw();
-                let w1 = (e.len_bytes as u64) << LEN_SHIFT;
-                let data = writes.data(e);
-                rec.entry_words(e.addr.to_raw(), [w0, w1].into_iter().chain(data.iter().copied()));
-            }
-        })?;
-        Ok(())
-    }
-
-    fn commit_primary(&self, writes: &mut WriteSet, wts: Timestamp) {
-        for i in 0..writes.len() {
-            let e = writes.entries()[i];
-            let obj = self.heap.object(e.addr).expect("locked objects have valid addresses");
-            debug_assert!(e.locked.is_some(), "installing an unlocked object");
-            if e.old_version != 0 {
-                if let Some((arena, _)) = self.versions {
-                    arena.note_commit(e.old_version, wts);
-                }
-            }
-            match e.kind {
-                WriteKind::Update | WriteKind::Alloc => {
-                    obj.install(wts, true, e.len_bytes, e.old_version, writes.data(&e));
-                }
-                WriteKind::Free => {
-                    obj.install(wts, false, e.len_bytes, e.old_version, writes.data(&e));
-                    self.heap.release(e.addr, Some(wts));
-                }
-            }
-            writes.entries_mut()[i].locked = None;
-        }
-        if let Some((arena, cursor)) = self.versions {
-            arena.finish_commit(cursor);
-        }
-    }
-
-    fn abort(&self, writes: &mut WriteSet) {
-        if let Some((log, slot)) = self.log {
-            log.clear_lower(slot);
-        }
-        self.unlock_all(writes);
-        if let Some((arena, cursor)) = self.versions {
-            arena.finish_commit(cursor);
-        }
-        for e in writes.entries() {
-            if e.kind == WriteKind::Alloc {
-                self.heap.release(e.addr, None);
-            }
-        }
-        writes.clear();
+    fn owner_of(&self, addr: Addr) -> &Self::Participant {
+        self.get(self.route(addr))
     }
 }
 
-impl LocalParticipant<'_> {
-    fn unlock_all(&self, writes: &mut WriteSet) {
-        for e in writes.entries_mut() {
-            if let Some(previous) = e.locked.take() {
-                if let Ok(obj) = self.heap.object(e.addr) {
-                    obj.unlock(previous);
-                }
-            }
-        }
+/// A set of one participant owning every region: the embedded engine's.
+#[derive(Debug)]
+pub struct One<P>(pub P);
+
+impl<P: Participant> Participants for One<P> {
+    type Participant = P;
+
+    const SINGLE: bool = true;
+
+    #[inline(always)]
+    fn route(&self, _addr: Addr) -> Owner {
+        Owner::LOCAL
+    }
+
+    #[inline(always)]
+    fn get(&self, _owner: Owner) -> &P {
+        &self.0
     }
 }

@@ -45,10 +45,6 @@ pub struct WriteEntry {
     pub len_bytes: usize,
     /// What the head version must be when locked; set by the coordinator before locking.
     pub expect: Expect,
-    /// The header replaced by the lock, while locked.
-    pub locked: Option<Header>,
-    /// The OVP of the copy of the replaced head (multi-version mode; 0 = none).
-    pub old_version: u64,
     data_start: usize,
 }
 
@@ -83,9 +79,15 @@ impl WriteSet {
         &self.entries
     }
 
-    /// The entries, mutably (the coordinator sets `expect` and `locked`).
-    pub fn entries_mut(&mut self) -> &mut [WriteEntry] {
+    /// The entries, mutably (the coordinator sets `expect`).
+    pub(crate) fn entries_mut(&mut self) -> &mut [WriteEntry] {
         &mut self.entries
+    }
+
+    /// The entries `range` (of the sorted set) as one participant's part.
+    #[inline]
+    pub(crate) fn part(&self, range: std::ops::Range<usize>) -> WritePart<'_> {
+        WritePart { set: self, entries: &self.entries[range] }
     }
 
     /// The payload words of `entry`.
@@ -107,15 +109,7 @@ impl WriteSet {
         debug_assert!(self.find(addr).is_none());
         let data_start = self.words.len();
         push_bytes(&mut self.words, bytes);
-        self.entries.push(WriteEntry {
-            addr,
-            kind,
-            len_bytes: bytes.len(),
-            expect,
-            locked: None,
-            old_version: 0,
-            data_start,
-        });
+        self.entries.push(WriteEntry { addr, kind, len_bytes: bytes.len(), expect, data_start });
         if self.entries.len() > INDEX_THRESHOLD {
             if self.index.is_empty() {
                 self.index.extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
@@ -155,11 +149,52 @@ impl WriteSet {
 
     /// Sorts entries by address (the lock order) and rebuilds the index.
     pub(crate) fn sort(&mut self) {
-        self.entries.sort_unstable_by_key(|e| e.addr);
+        self.sort_by_key(|e| e.addr);
+    }
+
+    /// Sorts entries by `key` (unique per entry: it must order the addresses too) and rebuilds
+    /// the index. The coordinator sorts by owner, then address, so each owner's part is one run.
+    #[inline]
+    pub(crate) fn sort_by_key<K: Ord>(&mut self, key: impl FnMut(&WriteEntry) -> K) {
+        self.entries.sort_unstable_by_key(key);
         if !self.index.is_empty() {
             self.index.clear();
             self.index.extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
         }
+    }
+}
+
+/// The entries of a write set one participant owns: a run of the sorted set, with access to
+/// their payloads. The coordinator hands each participant its part (see [`super::commit`]).
+#[derive(Clone, Copy, Debug)]
+pub struct WritePart<'a> {
+    set: &'a WriteSet,
+    entries: &'a [WriteEntry],
+}
+
+impl<'a> WritePart<'a> {
+    /// The entries, sorted by address.
+    #[inline]
+    pub fn entries(&self) -> &'a [WriteEntry] {
+        self.entries
+    }
+
+    /// The payload words of `entry` (an entry of this part).
+    #[inline]
+    pub fn data(&self, entry: &WriteEntry) -> &'a [u64] {
+        self.set.data(entry)
+    }
+
+    /// Number of entries.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the part is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
 

@@ -1,0 +1,352 @@
+//! [`LocalParticipant`]: the participant of the regions in this process — the heap itself, its
+//! old-version memory in multi-version mode, and the durable log as its backup.
+//!
+//! Its lock token ([`LocalLocks`]) lists, per locked entry, the header the lock replaced and the
+//! old-version pointer of the copy of the replaced head. The token's vector is the worker's
+//! ([`LocalScratch`]): `lock` takes it, `commit_primary` and `abort` give it back, so a warm
+//! worker commits without allocating.
+
+use std::cell::{Cell, RefCell};
+
+use ordo_clock::Timestamp;
+
+use super::{Participant, ReadAt};
+use crate::addr::Addr;
+use crate::durable::log::Log;
+use crate::error::{Abort, Error};
+use crate::heap::Heap;
+use crate::mvcc::{Cursor, Recycled, VersionArena};
+use crate::object::{Header, LEN_SHIFT, LockFail, ReadFail, Snapshot};
+use crate::txn::set::{ReadEntry, WriteKind, WritePart, WriteSet};
+use crate::txn::view::View;
+
+/// What the lock of one entry replaced.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Held {
+    /// The unlocked header the lock replaced: restored by an abort.
+    previous: Header,
+    /// The OVP of the copy of the replaced head (multi-version mode; 0 = none): the installed
+    /// head points at it.
+    ovp: u64,
+}
+
+/// The per-thread state of the local participant, kept in the worker across transactions.
+#[derive(Default)]
+pub(crate) struct LocalScratch {
+    /// The worker's old-version block and bump pointer.
+    pub(crate) cursor: RefCell<Cursor>,
+    /// The vector of the next lock token, empty while a token holds it.
+    held: Cell<Vec<Held>>,
+}
+
+/// The lock token of a [`LocalParticipant`]: per entry of the locked part, in order, the header
+/// the lock replaced and the old-version pointer of the copy of the replaced head.
+#[derive(Debug)]
+#[must_use = "locks are released only by commit_primary or abort"]
+pub struct LocalLocks {
+    held: Vec<Held>,
+}
+
+/// The in-process participant: the heap itself, plus old-version memory in multi-version mode
+/// and the durable log in a durable database.
+pub struct LocalParticipant<'h> {
+    heap: &'h Heap,
+    versions: Option<(&'h VersionArena, &'h RefCell<Cursor>)>,
+    /// The durable log and this thread's slot in it.
+    log: Option<(&'h Log, usize)>,
+    /// Where lock tokens take their vector from and give it back.
+    held: &'h Cell<Vec<Held>>,
+}
+
+impl<'h> LocalParticipant<'h> {
+    /// The participant of `heap`, keeping old versions in `versions` (multi-version mode), with
+    /// the worker state `scratch`.
+    #[inline]
+    pub(crate) fn new(
+        heap: &'h Heap,
+        versions: Option<&'h VersionArena>,
+        scratch: &'h LocalScratch,
+    ) -> Self {
+        LocalParticipant {
+            heap,
+            versions: versions.map(|arena| (arena, &scratch.cursor)),
+            log: None,
+            held: &scratch.held,
+        }
+    }
+
+    /// The same participant, logging redo records to `log` as worker slot `slot`.
+    #[inline]
+    pub(crate) fn with_log(mut self, log: Option<&'h Log>, slot: usize) -> Self {
+        self.log = log.map(|l| (l, slot));
+        self
+    }
+
+    /// The head of `addr` into `out`, with the read's errors.
+    #[inline]
+    fn read_head(
+        &self,
+        addr: Addr,
+        out: &mut Vec<u64>,
+        check_lock: bool,
+    ) -> Result<Snapshot, Error> {
+        match self.heap.object(addr)?.read(out, check_lock) {
+            Ok(s) => Ok(s),
+            Err(ReadFail::Locked) => Err(Abort::ReadLocked { addr }.into()),
+            Err(ReadFail::BadLength { len_bytes }) => Err(Error::CorruptObject { addr, len_bytes }),
+        }
+    }
+
+    /// The head `head` of `addr` is newer than `at.rts`: the newest old version at or below it
+    /// (multi-version mode), else the abort.
+    fn read_old(
+        &self,
+        addr: Addr,
+        head: Snapshot,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+    ) -> Result<ReadEntry, Error> {
+        let version = head.header.ts();
+        let too_new = Abort::TooNew { addr, version, rts: at.rts };
+        match self.versions {
+            Some((arena, _)) if at.old_versions => match arena.find(head.ovp, at.rts, out) {
+                Ok(Some(old)) => {
+                    Ok(ReadEntry { addr, header: old.header, len_bytes: old.len_bytes as u32 })
+                }
+                Ok(None) => Err(too_new.into()),
+                Err(Recycled) => Err(Error::VersionRecycled { addr }),
+            },
+            _ => Err(too_new.into()),
+        }
+    }
+
+    /// Hands the token's vector back for the next lock.
+    #[inline]
+    fn give_back(&self, mut held: Vec<Held>) {
+        held.clear();
+        self.held.set(held);
+    }
+
+    /// Unlocks the first `held.len()` entries of `part`, restoring the headers they replaced.
+    fn unlock(&self, part: WritePart<'_>, held: &[Held]) {
+        debug_assert!(held.len() <= part.len());
+        for (e, h) in part.entries().iter().zip(held) {
+            if let Ok(obj) = self.heap.object(e.addr) {
+                obj.unlock(h.previous);
+            }
+        }
+    }
+}
+
+impl Participant for LocalParticipant<'_> {
+    type Locks = LocalLocks;
+
+    #[inline]
+    fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error> {
+        let head = self.read_head(addr, out, at.check_lock)?;
+        if head.header.ts() <= at.rts {
+            return Ok(ReadEntry { addr, header: head.header, len_bytes: head.len_bytes as u32 });
+        }
+        self.read_old(addr, head, at, out)
+    }
+
+    /// Views the head in place when it is old enough (one cache line for one field of a large
+    /// object); otherwise reads the old version into `out` and views that.
+    #[inline]
+    fn read_view<R>(
+        &self,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+        mut f: impl FnMut(View<'_>) -> R,
+    ) -> Result<(ReadEntry, R), Error> {
+        let obj = self.heap.object(addr)?;
+        let (snap, r) = match obj.read_view(at.check_lock, |p, len| f(View::shared(p, len))) {
+            Ok(v) => v,
+            Err(ReadFail::Locked) => return Err(Abort::ReadLocked { addr }.into()),
+            Err(ReadFail::BadLength { len_bytes }) => {
+                return Err(Error::CorruptObject { addr, len_bytes });
+            }
+        };
+        if snap.header.ts() > at.rts {
+            // Newer than the snapshot: an old version (multi-version mode) or an abort.
+            let entry = self.read(addr, at, out)?;
+            let r = f(View::owned(out, entry.len_bytes as usize));
+            return Ok((entry, r));
+        }
+        Ok((ReadEntry { addr, header: snap.header, len_bytes: snap.len_bytes as u32 }, r))
+    }
+
+    #[inline]
+    fn still_newest(
+        &self,
+        read: &ReadEntry,
+        rts: Timestamp,
+        scratch: &mut Vec<u64>,
+    ) -> Result<bool, Error> {
+        let Ok(obj) = self.heap.object(read.addr) else { return Ok(false) };
+        if obj.validate(read.header) {
+            return Ok(true);
+        }
+        // Multi-version: a head above `rts` (installed after `rts` passed) may sit over the
+        // very version read, which then is still the newest at or below `rts`.
+        let Some((arena, _)) = self.versions else { return Ok(false) };
+        let Ok(head) = obj.read(scratch, true) else { return Ok(false) };
+        Ok(head.header.ts() > rts
+            && matches!(arena.find(head.ovp, rts, scratch),
+                        Ok(Some(old)) if old.header == read.header))
+    }
+
+    fn lock(&self, part: WritePart<'_>) -> Result<LocalLocks, Error> {
+        let mut held = self.held.take();
+        debug_assert!(held.is_empty(), "a lock token's vector was not given back");
+        let mut failure = None;
+        for e in part.entries() {
+            let Ok(obj) = self.heap.object(e.addr) else {
+                // Addresses were checked when the write was buffered; slab layouts never change
+                // while a transaction can hold them, so this is a conflict at worst.
+                failure = Some(Abort::WriteConflict { addr: e.addr });
+                break;
+            };
+            match obj.try_lock(e.expect) {
+                Ok(previous) => {
+                    held.push(Held { previous, ovp: 0 });
+                    // Multi-version: keep the replaced head for older readers. A slot that never
+                    // held a version has nothing to keep. Exhausted memory truncates the history
+                    // (FaRMv2 §5.3 "truncate"): older readers of this object will abort.
+                    if let Some((arena, cursor)) = self.versions {
+                        if previous.raw() != 0 {
+                            match arena.copy_head(cursor, obj, previous) {
+                                Ok(ovp) => {
+                                    if let Some(h) = held.last_mut() {
+                                        h.ovp = ovp;
+                                    }
+                                }
+                                Err(()) => {
+                                    failure = Some(Abort::VersionMemory { addr: e.addr });
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+                Err(LockFail::Locked) => {
+                    failure = Some(Abort::LockBusy { addr: e.addr });
+                    break;
+                }
+                Err(LockFail::Changed { .. }) => {
+                    failure = Some(Abort::WriteConflict { addr: e.addr });
+                    break;
+                }
+            }
+        }
+        match failure {
+            None => {
+                debug_assert_eq!(held.len(), part.len());
+                Ok(LocalLocks { held })
+            }
+            Some(abort) => {
+                self.unlock(part, &held);
+                self.give_back(held);
+                Err(abort.into())
+            }
+        }
+    }
+
+    fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Error> {
+        for r in reads {
+            if writes.find(r.addr).is_some() {
+                continue; // checked by the lock's `expect`
+            }
+            let unchanged = self.heap.object(r.addr).map(|o| o.validate(r.header)).unwrap_or(false);
+            if !unchanged {
+                return Err(Abort::Validation { addr: r.addr }.into());
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn begin_backup(&self, lower: Timestamp) {
+        // Both modes: the sync marker and the process-mode checkpoint bound must not pass a
+        // timestamp this commit may still log.
+        if let Some((log, slot)) = self.log {
+            log.publish_lower(slot, lower.as_nanos());
+        }
+    }
+
+    #[inline]
+    fn commit_backup(&self, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error> {
+        let Some((log, slot)) = self.log else {
+            return Ok(());
+        };
+        let heap = self.heap;
+        log.append_tx(slot, wts.as_nanos(), |rec| {
+            for e in part.entries() {
+                let allocated = e.kind != WriteKind::Free;
+                if e.kind == WriteKind::Alloc {
+                    if let Some((slab, word)) = heap.slab_word(e.addr) {
+                        rec.entry_words(slab.to_raw(), [word]);
+                    }
+                }
+                let w0 = Header::version(wts, allocated).raw();
+                let w1 = (e.len_bytes as u64) << LEN_SHIFT;
+                let data = part.data(e);
+                rec.entry_words(e.addr.to_raw(), [w0, w1].into_iter().chain(data.iter().copied()));
+            }
+        })?;
+        Ok(())
+    }
+
+    fn commit_primary(
+        &self,
+        locks: LocalLocks,
+        part: WritePart<'_>,
+        wts: Timestamp,
+    ) -> Result<(), Error> {
+        debug_assert_eq!(locks.held.len(), part.len(), "a token for another part");
+        for (e, h) in part.entries().iter().zip(&locks.held) {
+            let obj = self.heap.object(e.addr).expect("locked objects have valid addresses");
+            if h.ovp != 0 {
+                if let Some((arena, _)) = self.versions {
+                    arena.note_commit(h.ovp, wts);
+                }
+            }
+            let data = part.data(e);
+            match e.kind {
+                WriteKind::Update | WriteKind::Alloc => {
+                    obj.install(wts, true, e.len_bytes, h.ovp, data);
+                }
+                WriteKind::Free => {
+                    obj.install(wts, false, e.len_bytes, h.ovp, data);
+                    self.heap.release(e.addr, Some(wts));
+                }
+            }
+        }
+        if let Some((arena, cursor)) = self.versions {
+            arena.finish_commit(cursor);
+        }
+        self.give_back(locks.held);
+        Ok(())
+    }
+
+    fn abort(&self, locks: Option<LocalLocks>, part: WritePart<'_>) -> Result<(), Error> {
+        if let Some(locks) = locks {
+            // Only a participant whose LOCK succeeded can have published a lower bound.
+            if let Some((log, slot)) = self.log {
+                log.clear_lower(slot);
+            }
+            self.unlock(part, &locks.held);
+            self.give_back(locks.held);
+        }
+        if let Some((arena, cursor)) = self.versions {
+            arena.finish_commit(cursor);
+        }
+        for e in part.entries() {
+            if e.kind == WriteKind::Alloc {
+                self.heap.release(e.addr, None);
+            }
+        }
+        Ok(())
+    }
+}
