@@ -1,0 +1,243 @@
+//! The message set: one list (the `messages!` invocation below) gives each message its tag,
+//! its name and its fields; the macro derives the [`Body`] enum, the [`tag`] constants, and
+//! each message's encoder and decoder from that one line, so the two cannot drift apart and
+//! adding a message is adding a line. Fields are written in declaration order with the
+//! encodings of [`super::codec`].
+//!
+//! # Tag space
+//! * `0x00` is never a tag (a zeroed body is not a message).
+//! * `0x01..=0x0f` are handshake messages ([`HANDSHAKE_TAG_MAX`]); they travel only in
+//!   [`super::Kind::Handshake`] frames, and only handshake messages do.
+//! * `0x10..=0x1f` are the Cluster I application messages.
+//! * `0x20..=0x2f` are reserved for Cluster II (LOCK, VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY,
+//!   TRUNCATE).
+//!
+//! A `const` block checks that tags are distinct and non-zero. Changing a tag or a field's
+//! type or order changes the format: bump [`super::PROTOCOL_VERSION`] and the golden-bytes test.
+
+use super::WireError;
+use super::codec::{Field, Reader, Writer};
+
+/// Tags up to this one are handshake messages.
+pub const HANDSHAKE_TAG_MAX: u8 = 0x0f;
+
+macro_rules! messages {
+    (
+        $(
+            $(#[$meta:meta])*
+            $tag_const:ident = $tag:literal => $name:ident
+                $({ $( $(#[$fmeta:meta])* $field:ident : $ty:ty ),* $(,)? })? ,
+        )*
+    ) => {
+        /// The tag byte of each message.
+        pub mod tag {
+            $(
+                #[doc = concat!("Tag of [`Body::", stringify!($name), "`](super::Body::",
+                    stringify!($name), ").")]
+                pub const $tag_const: u8 = $tag;
+            )*
+
+            /// Every tag, in declaration order.
+            pub const ALL: &[u8] = &[$($tag_const),*];
+
+            /// The name of the message with tag `tag`, or `None` for an unknown tag.
+            pub const fn name(tag: u8) -> Option<&'static str> {
+                match tag {
+                    $( $tag_const => Some(stringify!($name)), )*
+                    _ => None,
+                }
+            }
+        }
+
+        /// A message body: what a frame carries after its header. Handshake messages come
+        /// first; the rest are application messages. See the module docs for the tag space.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Body {
+            $(
+                $(#[$meta])*
+                $name $({ $( $(#[$fmeta])* $field: $ty ),* })?,
+            )*
+        }
+
+        impl Body {
+            /// The message's tag byte.
+            pub const fn tag(&self) -> u8 {
+                match self {
+                    $( Body::$name { .. } => tag::$tag_const, )*
+                }
+            }
+
+            /// The message's name, for errors and logs.
+            pub const fn name(&self) -> &'static str {
+                match self {
+                    $( Body::$name { .. } => stringify!($name), )*
+                }
+            }
+
+            /// Appends the message's fields (not its tag).
+            pub(super) fn put_fields(&self, w: &mut Writer) -> Result<(), WireError> {
+                match self {
+                    $(
+                        Body::$name $({ $($field),* })? => {
+                            $($( Field::put($field, w, stringify!($field))?; )*)?
+                        }
+                    )*
+                }
+                Ok(())
+            }
+
+            /// Reads the fields of the message with tag `tag` (already read, at `tag_at`).
+            pub(super) fn get_fields(
+                tag: u8,
+                tag_at: usize,
+                r: &mut Reader<'_>,
+            ) -> Result<Body, WireError> {
+                match tag {
+                    $(
+                        tag::$tag_const => Ok(Body::$name $({ $(
+                            $field: <$ty as Field>::get(r, stringify!($field))?,
+                        )* })?),
+                    )*
+                    _ => Err(WireError::UnknownTag { tag, at: tag_at }),
+                }
+            }
+        }
+    };
+}
+
+messages! {
+    // --- handshake (see `crate::auth` for the order and the proofs) ---
+
+    /// Client → server, first: who the client is, which cluster it means, and its nonce.
+    HELLO = 0x01 => Hello {
+        /// The client's node id (0 for a tool such as `ordo cluster status`).
+        node_id: u64,
+        /// The cluster name the client belongs to.
+        cluster: String,
+        /// The client's fresh random nonce.
+        nonce: [u8; 32],
+    },
+    /// Server → client: the server's id and nonce, and its proof of the shared secret.
+    CHALLENGE = 0x02 => Challenge {
+        /// The server's node id.
+        node_id: u64,
+        /// The server's fresh random nonce.
+        nonce: [u8; 32],
+        /// HMAC proving the server knows the secret (`crate::auth::server_proof`).
+        proof: [u8; 32],
+    },
+    /// Client → server: the client's proof of the shared secret.
+    AUTH = 0x03 => Auth {
+        /// HMAC proving the client knows the secret (`crate::auth::client_proof`).
+        proof: [u8; 32],
+    },
+    /// Server → client: the handshake succeeded.
+    WELCOME = 0x04 => Welcome,
+    /// Either side: the handshake failed; the sender closes the connection.
+    REFUSED = 0x05 => Refused {
+        /// Why, for the log of the other side (never secret material).
+        reason: String,
+    },
+
+    // --- Cluster I application messages ---
+
+    /// Liveness probe; answered by [`Body::Pong`] with the same payload.
+    PING = 0x10 => Ping {
+        /// Echoed back.
+        payload: u64,
+    },
+    /// Answer to [`Body::Ping`].
+    PONG = 0x11 => Pong {
+        /// The ping's payload.
+        payload: u64,
+    },
+    /// Asks the clock master for its time (FaRMv2 Fig. 2).
+    CLOCK_SYNC_REQUEST = 0x12 => ClockSyncRequest,
+    /// The clock master's time interval.
+    CLOCK_SYNC_REPLY = 0x13 => ClockSyncReply {
+        /// `(lo, hi)` in ns on the global timeline; `None` while the master's clock is
+        /// disabled (during clock-master failover).
+        master_time: Option<(u64, u64)>,
+    },
+    /// Lease handshake, step 1: asks for (or renews) a lease.
+    LEASE_REQUEST = 0x14 => LeaseRequest {
+        /// The configuration the requester is in.
+        config_seq: u64,
+        /// The lease length asked for.
+        lease_ms: u32,
+    },
+    /// Lease handshake, step 2: grants the lease (and asks for the reverse one).
+    LEASE_GRANT = 0x15 => LeaseGrant {
+        /// The configuration the granter is in.
+        config_seq: u64,
+        /// The lease length granted.
+        lease_ms: u32,
+    },
+    /// Lease handshake, step 3 (one-way): acknowledges the grant.
+    LEASE_ACK = 0x16 => LeaseAck {
+        /// The configuration acknowledged.
+        config_seq: u64,
+    },
+    /// Asks a node for its status (`ordo cluster status`).
+    STATUS_REQUEST = 0x17 => StatusRequest,
+    /// A node's status.
+    STATUS_REPLY = 0x18 => StatusReply {
+        /// The node's id.
+        node_id: u64,
+        /// The configuration it is in.
+        config_seq: u64,
+        /// Its role (e.g. `"cm"`, `"member"`).
+        role: String,
+        /// Whether its synchronised clock is enabled.
+        clock_enabled: bool,
+        /// Named gauges and counters.
+        metrics: Vec<(String, f64)>,
+    },
+    /// Reads an object's image: the network task's stand-in for a one-sided RDMA read.
+    READ_OBJECT = 0x19 => ReadObject {
+        /// The object's address.
+        addr: u64,
+    },
+    /// An object's header word and data, as read by the network task.
+    OBJECT_IMAGE = 0x1a => ObjectImage {
+        /// The header word.
+        header: u64,
+        /// The object's length in bytes.
+        len_bytes: u32,
+        /// The data words.
+        words: Vec<u64>,
+    },
+    /// A request could not be served.
+    ERROR = 0x1f => Error {
+        /// One of [`super::error_code`].
+        code: u16,
+        /// A human-readable explanation.
+        message: String,
+    },
+}
+
+const _: () = {
+    let all = tag::ALL;
+    let mut i = 0;
+    while i < all.len() {
+        assert!(all[i] != 0, "tag 0 is reserved");
+        let mut j = i + 1;
+        while j < all.len() {
+            assert!(all[i] != all[j], "two messages share a tag");
+            j += 1;
+        }
+        i += 1;
+    }
+};
+
+/// Whether `tag` is a handshake message's.
+pub const fn is_handshake_tag(tag: u8) -> bool {
+    tag <= HANDSHAKE_TAG_MAX
+}
+
+impl Body {
+    /// Whether this is a handshake message (travels only in `Handshake` frames).
+    pub const fn is_handshake(&self) -> bool {
+        is_handshake_tag(self.tag())
+    }
+}
