@@ -19,6 +19,9 @@ pub enum BenchError {
     /// A Zipf skew outside `[0, 1)`.
     #[error(transparent)]
     Theta(#[from] crate::zipf::ThetaOutOfRange),
+    /// A cluster benchmark could not start or run its nodes.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// The engine failed.
     #[error("engine error: {0}")]
     Engine(#[from] ordo::Error),

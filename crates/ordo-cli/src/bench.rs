@@ -57,6 +57,8 @@ pub(crate) enum BenchCommand {
     Durable(crate::bench_durable::DurableArgs),
     /// Recovery speed of one large generated log: scan and full open, MB/s and records/s.
     Recovery(crate::bench_recovery::RecoveryArgs),
+    /// Synchronised-clock uncertainty and get_ts wait vs sync rate and node count (FaRMv2 Fig. 16/17).
+    ClusterClock(crate::bench_cluster_clock::ClusterClockArgs),
 }
 
 /// Flags every workload takes.
@@ -407,6 +409,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Stamp(s) => crate::bench_stamp::run_stamp(s),
         BenchCommand::Durable(d) => crate::bench_durable::run_durable(d),
         BenchCommand::Recovery(r) => crate::bench_recovery::run_recovery(r),
+        BenchCommand::ClusterClock(c) => crate::bench_cluster_clock::run_cluster_clock(c),
     }
 }
 

@@ -65,6 +65,12 @@ pub(crate) enum CliError {
     /// A durable database directory is bad or unreadable.
     #[error(transparent)]
     Durable(#[from] ordo::durable::DurableError),
+    /// A cluster node failed to start or run.
+    #[error(transparent)]
+    Node(#[from] ordo_cluster::node::NodeError),
+    /// A local cluster could not be managed.
+    #[error(transparent)]
+    LocalCluster(#[from] ordo_cluster::local::LocalError),
     /// A flag combination that cannot work.
     #[error("{0}")]
     Usage(String),

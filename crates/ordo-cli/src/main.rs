@@ -1,4 +1,4 @@
-//! The `ordo` command: calibrate the ORDO clock, run benchmarks.
+//! The `ordo` command: calibrate the ORDO clock, run benchmarks, run cluster nodes.
 //!
 //! `main` only parses the command line and maps errors to exit codes; each subcommand lives in
 //! its own module. Bad input and failures print one `error:` line on stderr and exit with 1;
@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_cluster_clock;
 mod bench_durable;
 mod bench_hashtable;
 mod bench_oplog;
@@ -19,6 +20,7 @@ mod bench_tpcc;
 mod bench_ycsb;
 mod calibrate;
 mod clock_setup;
+mod cluster_cmd;
 mod durable_cmd;
 mod error;
 mod plot;
@@ -48,6 +50,10 @@ enum Command {
     Recover(durable_cmd::DirArgs),
     /// Print a durable database directory: regions, timestamps, segments, records (read-only).
     Inspect(durable_cmd::DirArgs),
+    /// Run one cluster node (FaRMv2 over TCP) from its configuration file.
+    Node(cluster_cmd::NodeArgs),
+    /// A local development cluster: up, status, down.
+    Cluster(cluster_cmd::ClusterArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +64,8 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot_results::run(&args),
         Command::Recover(args) => durable_cmd::recover(&args),
         Command::Inspect(args) => durable_cmd::inspect(&args),
+        Command::Node(args) => cluster_cmd::node(&args),
+        Command::Cluster(args) => cluster_cmd::cluster(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -84,7 +84,9 @@ pub enum ConfigError {
         node: NodeId,
     },
     /// This node is not a member of the cluster configuration.
-    #[error("node {node} is not a member of cluster configuration seq {seq} (members: {members:?})")]
+    #[error(
+        "node {node} is not a member of cluster configuration seq {seq} (members: {members:?})"
+    )]
     NotAMember {
         /// This node.
         node: NodeId,
@@ -124,7 +126,9 @@ pub struct NodeConfig {
     /// Optional `host:port` serving Prometheus text at `/metrics`.
     #[serde(default)]
     pub metrics_listen: Option<String>,
-    /// The lease period in milliseconds (FaRM uses 10 ms).
+    /// The lease period in milliseconds. FaRM uses 10 ms with its lease threads on dedicated
+    /// cores; the default of 50 ms leaves room for the scheduling stalls of a small shared
+    /// machine running several nodes (a stall longer than the lease is a false suspicion).
     #[serde(default = "default_lease_ms")]
     pub lease_ms: u32,
     /// Clock synchronisations per second, summed over all non-CM members (the CM's load).
@@ -145,7 +149,7 @@ pub struct NodeConfig {
 }
 
 fn default_lease_ms() -> u32 {
-    10
+    50
 }
 fn default_sync_rate() -> u32 {
     2_000
@@ -435,10 +439,7 @@ mod tests {
         let mut c = ClusterConfig::initial(members(3), 1);
         c.members[1].id = 1;
         assert!(matches!(c.validate(), Err(ConfigError::Document { .. })));
-        assert!(matches!(
-            c.require_member(42),
-            Err(ConfigError::NotAMember { node: 42, .. })
-        ));
+        assert!(matches!(c.require_member(42), Err(ConfigError::NotAMember { node: 42, .. })));
     }
 
     #[test]

@@ -26,7 +26,9 @@ use crate::config::{ClusterConfig, ConfigError};
 #[derive(Debug, thiserror::Error)]
 pub enum EtcdError {
     /// No endpoint answered within the start timeout.
-    #[error("etcd at {endpoints:?} unreachable after {attempts} attempts in {waited_ms} ms: {last}")]
+    #[error(
+        "etcd at {endpoints:?} unreachable after {attempts} attempts in {waited_ms} ms: {last}"
+    )]
     Unreachable {
         /// The endpoints tried.
         endpoints: Vec<String>,
@@ -192,8 +194,9 @@ impl ConfigStore {
     /// The current configuration, `None` when the cluster has none yet.
     pub async fn get(&self) -> Result<Option<ClusterConfig>, EtcdError> {
         let mut client = self.client.clone();
-        let resp =
-            self.bounded("get", &self.config_key, client.get(self.config_key.as_str(), None)).await?;
+        let resp = self
+            .bounded("get", &self.config_key, client.get(self.config_key.as_str(), None))
+            .await?;
         match resp.kvs().first() {
             None => Ok(None),
             Some(kv) => Ok(Some(ClusterConfig::from_json(kv.value())?)),

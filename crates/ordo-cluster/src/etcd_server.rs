@@ -101,10 +101,8 @@ impl EtcdServer {
         let started = Instant::now();
         let addr = self.client_url.trim_start_matches("http://").to_string();
         loop {
-            let exited = match self.child.as_mut().map(Child::try_wait) {
-                Some(Ok(Some(_))) | Some(Err(_)) => true,
-                _ => false,
-            };
+            let exited =
+                matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(Some(_)) | Err(_)));
             if !exited && health(&addr) {
                 return Ok(());
             }

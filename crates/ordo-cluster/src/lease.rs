@@ -64,7 +64,11 @@ impl LeaseTable {
     /// Starts tracking `peer` as if renewed at `at` (a grace period of one lease), unless it is
     /// tracked already.
     pub fn expect(&mut self, peer: NodeId, at: Instant) {
-        self.leases.entry(peer).or_insert(LeaseState { renewed_at: at, renewals: 0, expired: false });
+        self.leases.entry(peer).or_insert(LeaseState {
+            renewed_at: at,
+            renewals: 0,
+            expired: false,
+        });
     }
 
     /// Stops tracking every peer not in `peers` (a new configuration removed it).

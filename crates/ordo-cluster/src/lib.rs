@@ -22,11 +22,13 @@
 //! engine's internals (`ordo` is used through its public API).
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod config;
 pub mod etcd;
 pub mod etcd_server;
-pub mod wire;
-pub mod auth;
-pub mod transport;
 pub mod lease;
+pub mod local;
 pub mod metrics;
+pub mod node;
+pub mod transport;
+pub mod wire;

@@ -9,8 +9,8 @@
 //! `GET /metrics` with text exposition format 0.0.4 and anything else with 404, and closes the
 //! connection. It serves nothing else and never blocks the node.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -132,7 +132,9 @@ pub fn prometheus_text(node: u64, metrics: &[(String, f64)]) -> String {
         } else {
             "gauge"
         };
-        out.push_str(&format!("# TYPE ordo_{name} {kind}\nordo_{name}{{node=\"{node}\"}} {value}\n"));
+        out.push_str(&format!(
+            "# TYPE ordo_{name} {kind}\nordo_{name}{{node=\"{node}\"}} {value}\n"
+        ));
     }
     out
 }

@@ -1,5 +1,6 @@
 //! The configuration in a real etcd (started on free loopback ports, stopped at the end):
 //! create, compare-and-swap on the sequence number, watch, invalid documents, etcd down.
+#![allow(clippy::unwrap_used)] // test set-up: a failure is the test failing
 
 use std::time::Duration;
 
@@ -22,9 +23,10 @@ async fn configuration_changes_only_by_compare_and_swap_on_its_sequence_number()
     let dir = temp_dir("cas");
     let etcd = EtcdServer::start(&dir).unwrap();
     let endpoints = vec![etcd.endpoint().to_string()];
-    let store = ConfigStore::connect(&endpoints, "t1", Duration::from_secs(2), Duration::from_secs(5))
-        .await
-        .unwrap();
+    let store =
+        ConfigStore::connect(&endpoints, "t1", Duration::from_secs(2), Duration::from_secs(5))
+            .await
+            .unwrap();
     assert_eq!(store.get().await.unwrap(), None);
 
     let first = ClusterConfig::initial(members(3), 1);
@@ -121,7 +123,10 @@ async fn a_garbage_document_in_etcd_is_refused_with_its_reason() {
     .unwrap();
     let err = store.get().await.unwrap_err();
     assert!(matches!(err, EtcdError::Config(_)), "{err}");
-    assert!(err.to_string().contains("seq Some(9)") || err.to_string().contains("no members"), "{err}");
+    assert!(
+        err.to_string().contains("seq Some(9)") || err.to_string().contains("no members"),
+        "{err}"
+    );
     drop(etcd);
     std::fs::remove_dir_all(&dir).unwrap();
 }

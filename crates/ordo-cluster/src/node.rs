@@ -1,0 +1,711 @@
+//! A running node: its network task, its lease and clock-sync thread, and its view of the
+//! cluster configuration.
+//!
+//! # Threads
+//! * **Network runtime** (tokio, two worker threads): the transport server. Every request is
+//!   answered by [`NodeHandler`] on the connection's task — clock-sync replies, lease grants,
+//!   status, and object reads (the stand-in for FaRM's one-sided RDMA reads). It runs no
+//!   application code and never blocks.
+//! * **Lease thread** (`ordo-lease`, one per node, its own single-threaded runtime and its own
+//!   connection to the CM, as FaRM's dedicated high-priority thread): on a non-CM it renews the
+//!   leases with the 3-way handshake every `lease / 4` and synchronises the clock at
+//!   `sync_rate_per_s / (members − 1)` per second; on every node it checks the leases every
+//!   `lease / 4` and samples the clock's interval width into the metrics.
+//! * **Configuration watch** (a task on the network runtime, etcd source only): follows the etcd
+//!   key, adopts a valid configuration with a higher sequence number, and polls etcd once a
+//!   second so that losing it is noticed and reported (`etcd_connected` = 0, a `warn`) while the
+//!   node keeps serving under the configuration it has.
+//!
+//! # Invariants
+//! * The sequence number a node works under never decreases.
+//! * A non-CM's clock stays disabled until its first successful synchronisation with the CM
+//!   (the [`SyncedClock`] follower rule); the CM's clock is its local clock.
+//! * A lease request or sync for another configuration sequence is refused (typed `Error` reply).
+//! * The CM named by the configuration a node started with stays its CM: changing it is
+//!   failover (Cluster III); a configuration naming another CM is adopted and reported.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ordo_clock::{Clock, Interval, SyncOptions, SyncedClock};
+
+use crate::auth::Secret;
+use crate::config::{ClusterConfig, ConfigError, NodeConfig, NodeId};
+use crate::etcd::{Backoff, ConfigStore, EtcdError};
+use crate::lease::LeaseTable;
+use crate::metrics::NodeMetrics;
+use crate::transport::{Handler, Limits, Peer, Server, TransportError};
+use crate::wire::Body;
+
+/// How long after start a node waits for a peer's first lease renewal before suspecting it.
+pub const STARTUP_GRACE: Duration = Duration::from_secs(2);
+
+/// The local clock a node synchronises: any [`Clock`] (tests inject skewed ones).
+pub type LocalClock = Arc<dyn Clock>;
+
+/// The node's synchronised clock.
+pub type NodeClock = SyncedClock<LocalClock>;
+
+/// Error codes carried in `Body::Error` replies.
+pub mod codes {
+    /// The request needs the CM and this node is not it.
+    pub const NOT_CM: u16 = 1;
+    /// The request names another configuration sequence number.
+    pub const WRONG_CONFIG: u16 = 2;
+    /// The sender is not a member of the configuration.
+    pub const NOT_A_MEMBER: u16 = 3;
+    /// The request is not served by this node.
+    pub const UNSUPPORTED: u16 = 4;
+    /// The object could not be read.
+    pub const READ_FAILED: u16 = 5;
+}
+
+/// What went wrong starting or running a node.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The node's or the cluster's configuration is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// etcd failed.
+    #[error(transparent)]
+    Etcd(#[from] EtcdError),
+    /// The network failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// etcd holds no configuration for the cluster.
+    #[error("etcd holds no configuration for cluster {cluster:?} after {waited_ms} ms")]
+    NoConfiguration {
+        /// The cluster's name.
+        cluster: String,
+        /// How long the node waited for one.
+        waited_ms: u64,
+    },
+    /// An I/O error (runtime, metrics port).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Where a node gets the cluster configuration.
+#[derive(Clone, Debug)]
+pub enum ConfigSource {
+    /// etcd at the node file's endpoints (the normal case).
+    Etcd,
+    /// A fixed configuration (benchmarks and tests that need no etcd).
+    Static(ClusterConfig),
+}
+
+/// State shared by the node's threads and tasks.
+pub struct NodeShared {
+    id: NodeId,
+    cluster: String,
+    file: NodeConfig,
+    clock: Arc<NodeClock>,
+    config: RwLock<ClusterConfig>,
+    metrics: Arc<NodeMetrics>,
+    leases: Mutex<LeaseTable>,
+    stopping: AtomicBool,
+}
+
+impl NodeShared {
+    fn config(&self) -> ClusterConfig {
+        self.config.read().map(|c| c.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    fn seq(&self) -> u64 {
+        self.config.read().map(|c| c.seq).unwrap_or_else(|p| p.into_inner().seq)
+    }
+
+    fn is_cm(&self) -> bool {
+        self.clock.is_master()
+    }
+
+    fn leases(&self) -> std::sync::MutexGuard<'_, LeaseTable> {
+        self.leases.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adopts `next` if its sequence number is higher; returns whether it did.
+    fn adopt(&self, next: ClusterConfig) -> bool {
+        let mut guard = self.config.write().unwrap_or_else(|p| p.into_inner());
+        if next.seq <= guard.seq {
+            return false;
+        }
+        if next.member(self.id).is_none() {
+            tracing::warn!(
+                node = self.id,
+                seq = next.seq,
+                "this node was removed from the configuration"
+            );
+        }
+        if next.cm != guard.cm {
+            tracing::warn!(
+                node = self.id,
+                old_cm = guard.cm,
+                new_cm = next.cm,
+                seq = next.seq,
+                "the configuration names a new CM; clock-master failover is not implemented yet, \
+                 this node keeps synchronising with the CM it started with"
+            );
+        }
+        tracing::info!(node = self.id, seq = next.seq, "adopted cluster configuration");
+        self.metrics.config_seq.store(next.seq, Ordering::Relaxed);
+        let peers: Vec<NodeId> =
+            next.members.iter().map(|m| m.id).filter(|&p| p != self.id).collect();
+        *guard = next;
+        drop(guard);
+        self.leases().retain(&peers);
+        true
+    }
+}
+
+/// Serves requests on the network task (no application code, never blocks).
+pub struct NodeHandler {
+    shared: Arc<NodeShared>,
+}
+
+fn error_reply(code: u16, message: String) -> Body {
+    Body::Error { code, message }
+}
+
+impl Handler for NodeHandler {
+    fn request(&self, from: u64, body: Body) -> Body {
+        let s = &self.shared;
+        match body {
+            Body::Ping { payload } => Body::Pong { payload },
+            Body::ClockSyncRequest => {
+                if !s.is_cm() {
+                    return error_reply(codes::NOT_CM, format!("node {} is not the CM", s.id));
+                }
+                s.metrics.syncs_served.fetch_add(1, Ordering::Relaxed);
+                Body::ClockSyncReply {
+                    master_time: s
+                        .clock
+                        .master_time()
+                        .map(|i| (i.lo().as_nanos(), i.hi().as_nanos())),
+                }
+            }
+            Body::LeaseRequest { config_seq, lease_ms } => {
+                if !s.is_cm() {
+                    return error_reply(codes::NOT_CM, format!("node {} is not the CM", s.id));
+                }
+                let seq = s.seq();
+                if config_seq != seq {
+                    return error_reply(
+                        codes::WRONG_CONFIG,
+                        format!("lease for configuration {config_seq}; this node is at {seq}"),
+                    );
+                }
+                if s.config().member(from).is_none() {
+                    return error_reply(
+                        codes::NOT_A_MEMBER,
+                        format!("node {from} is not a member"),
+                    );
+                }
+                s.leases().renewed(from, Instant::now());
+                s.metrics.lease_renewals.fetch_add(1, Ordering::Relaxed);
+                Body::LeaseGrant { config_seq, lease_ms: lease_ms.min(s.file.lease_ms) }
+            }
+            Body::StatusRequest => Body::StatusReply {
+                node_id: s.id,
+                config_seq: s.seq(),
+                role: if s.is_cm() { "cm".into() } else { "member".into() },
+                clock_enabled: s.clock.is_enabled(),
+                metrics: s.metrics.snapshot(),
+            },
+            other => error_reply(codes::UNSUPPORTED, format!("{} is not served", other.name())),
+        }
+    }
+
+    fn one_way(&self, _from: u64, body: Body) {
+        if let Body::LeaseAck { .. } = body {
+            // The third leg: the non-CM has renewed the CM's lease; nothing to record here
+            // beyond the count (the CM's view was renewed by the request).
+        }
+    }
+}
+
+/// A running node.
+pub struct Node {
+    shared: Arc<NodeShared>,
+    runtime: Option<tokio::runtime::Runtime>,
+    server: Option<Server>,
+    local_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    lease_thread: Option<JoinHandle<()>>,
+}
+
+impl Node {
+    /// Starts a node: reads the cluster configuration (etcd: retrying with back-off up to the
+    /// file's `etcd_start_timeout_ms`), checks that this node is a member, binds its port, starts
+    /// the lease thread, and returns once serving.
+    pub fn start(
+        file: NodeConfig,
+        source: ConfigSource,
+        local: LocalClock,
+    ) -> Result<Node, NodeError> {
+        let secret = Secret::from_file(&file.secret_file).map_err(|e| ConfigError::Secret {
+            path: file.secret_file.clone(),
+            reason: e.to_string(),
+        })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ordo-net")
+            .enable_all()
+            .build()
+            .map_err(|source| NodeError::Io {
+                what: "starting the network runtime".into(),
+                source,
+            })?;
+
+        let (config, store) = runtime.block_on(initial_config(&file, &source))?;
+        config.require_member(file.id)?;
+        let options = SyncOptions {
+            drift_bound_ppm: file.drift_bound_ppm,
+            drift_alarm_ppm: file.drift_alarm_ppm,
+            ..SyncOptions::default()
+        };
+        let clock = if config.cm == file.id {
+            SyncedClock::master(local, options)
+        } else {
+            SyncedClock::follower(local, options)
+        };
+        let metrics = Arc::new(NodeMetrics::default());
+        metrics.config_seq.store(config.seq, Ordering::Relaxed);
+        metrics.etcd_connected.store(u64::from(store.is_some()), Ordering::Relaxed);
+        let mut leases = LeaseTable::new(file.lease());
+        // A grace period before the first renewal is due: peers start, connect and
+        // authenticate first.
+        let now = Instant::now() + STARTUP_GRACE;
+        if config.cm == file.id {
+            for m in config.non_cms() {
+                leases.expect(m.id, now);
+            }
+        } else {
+            leases.expect(config.cm, now);
+        }
+        let shared = Arc::new(NodeShared {
+            id: file.id,
+            cluster: file.cluster.clone(),
+            file: file.clone(),
+            clock: Arc::new(clock),
+            config: RwLock::new(config),
+            metrics,
+            leases: Mutex::new(leases),
+            stopping: AtomicBool::new(false),
+        });
+
+        let limits = Limits::default();
+        let handler = Arc::new(NodeHandler { shared: shared.clone() });
+        let listen: SocketAddr = file.listen.parse().map_err(|_| ConfigError::Field {
+            path: "node configuration".into(),
+            field: "listen",
+            reason: format!("{:?} is not ip:port", file.listen),
+        })?;
+        let server = runtime.block_on(Server::bind(
+            listen,
+            file.id,
+            &file.cluster,
+            secret.clone(),
+            limits,
+            handler,
+        ))?;
+        let local_addr = server.local_addr();
+
+        let metrics_addr = match &file.metrics_listen {
+            None => None,
+            Some(addr) => {
+                let listener = runtime
+                    .block_on(tokio::net::TcpListener::bind(addr.as_str()))
+                    .map_err(|source| NodeError::Io {
+                        what: format!("binding metrics port {addr}"),
+                        source,
+                    })?;
+                let bound = listener.local_addr().ok();
+                runtime.spawn(crate::metrics::serve_http(
+                    listener,
+                    file.id,
+                    shared.metrics.clone(),
+                ));
+                bound
+            }
+        };
+
+        if let Some(store) = store {
+            runtime.spawn(watch_config(shared.clone(), store));
+        }
+
+        let lease_shared = shared.clone();
+        let lease_thread = std::thread::Builder::new()
+            .name("ordo-lease".into())
+            .spawn(move || lease_thread(lease_shared, secret, limits))
+            .map_err(|source| NodeError::Io { what: "starting the lease thread".into(), source })?;
+        tracing::info!(node = file.id, %local_addr, cm = shared.config().cm, "node serving");
+        Ok(Node {
+            shared,
+            runtime: Some(runtime),
+            server: Some(server),
+            local_addr,
+            metrics_addr,
+            lease_thread: Some(lease_thread),
+        })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.shared.id
+    }
+
+    /// The address peers reach it at.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The metrics endpoint, when configured.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The node's synchronised clock.
+    pub fn clock(&self) -> &Arc<NodeClock> {
+        &self.shared.clock
+    }
+
+    /// The node's metrics.
+    pub fn metrics(&self) -> &Arc<NodeMetrics> {
+        &self.shared.metrics
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> ClusterConfig {
+        self.shared.config()
+    }
+
+    /// Peers whose lease this node currently reports expired.
+    pub fn suspects(&self) -> Vec<NodeId> {
+        self.shared.leases().suspects()
+    }
+
+    /// The lease table (for tests and the status table).
+    pub fn leases(&self) -> LeaseTable {
+        self.shared.leases().clone()
+    }
+
+    /// Stops the lease thread and the server; in-flight requests are dropped.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        if let Some(t) = self.lease_thread.take() {
+            let _ = t.join();
+        }
+        if let Some(server) = self.server.take() {
+            server.shutdown();
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_millis(500));
+        }
+        tracing::info!(node = self.shared.id, cluster = %self.shared.cluster, "node stopped");
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn initial_config(
+    file: &NodeConfig,
+    source: &ConfigSource,
+) -> Result<(ClusterConfig, Option<ConfigStore>), NodeError> {
+    match source {
+        ConfigSource::Static(config) => {
+            config.validate()?;
+            Ok((config.clone(), None))
+        }
+        ConfigSource::Etcd => {
+            let start_timeout = Duration::from_millis(file.etcd_start_timeout_ms);
+            let store = ConfigStore::connect(
+                &file.etcd,
+                &file.cluster,
+                Duration::from_secs(2),
+                start_timeout,
+            )
+            .await?;
+            let started = Instant::now();
+            let mut backoff = Backoff::default();
+            loop {
+                match store.get().await {
+                    Ok(Some(config)) => return Ok((config, Some(store))),
+                    Ok(None) if started.elapsed() >= start_timeout => {
+                        return Err(NodeError::NoConfiguration {
+                            cluster: file.cluster.clone(),
+                            waited_ms: u64::try_from(started.elapsed().as_millis())
+                                .unwrap_or(u64::MAX),
+                        });
+                    }
+                    Ok(None) => {
+                        tracing::info!(cluster = %file.cluster, "waiting for a cluster configuration in etcd")
+                    }
+                    Err(e @ EtcdError::Config(_)) => return Err(e.into()),
+                    Err(e) if started.elapsed() >= start_timeout => return Err(e.into()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the cluster configuration; retrying")
+                    }
+                }
+                tokio::time::sleep(backoff.step()).await;
+            }
+        }
+    }
+}
+
+/// Follows the configuration in etcd; reports etcd lost and found.
+async fn watch_config(shared: Arc<NodeShared>, store: ConfigStore) {
+    let mut backoff = Backoff::default();
+    let mut watch: Option<etcd_client::WatchStream> = None;
+    let mut poll = tokio::time::interval(Duration::from_secs(1));
+    let mut connected = true;
+    loop {
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let set_connected = |up: bool, connected: &mut bool, why: Option<&EtcdError>| {
+            if up != *connected {
+                *connected = up;
+                if up {
+                    tracing::info!(node = shared.id, "etcd reachable again");
+                } else {
+                    tracing::warn!(node = shared.id, seq = shared.seq(), error = ?why.map(ToString::to_string),
+                        "etcd lost; serving under the current configuration");
+                }
+            }
+            shared.metrics.etcd_connected.store(u64::from(up), Ordering::Relaxed);
+        };
+        if watch.is_none() {
+            match store.watch().await {
+                Ok(w) => watch = Some(w),
+                Err(e) => {
+                    set_connected(false, &mut connected, Some(&e));
+                    tokio::time::sleep(backoff.step()).await;
+                    continue;
+                }
+            }
+        }
+        let Some(stream) = watch.as_mut() else { continue };
+        tokio::select! {
+            message = stream.message() => match message {
+                Ok(Some(resp)) => {
+                    for event in resp.events() {
+                        if let Some(kv) = event.kv() {
+                            match ClusterConfig::from_json(kv.value()) {
+                                Ok(config) => { shared.adopt(config); }
+                                Err(e) => tracing::warn!(error = %e, "ignoring an invalid configuration in etcd"),
+                            }
+                        }
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    watch = None;
+                }
+            },
+            _ = poll.tick() => match store.get().await {
+                Ok(Some(config)) => {
+                    set_connected(true, &mut connected, None);
+                    backoff = Backoff::default();
+                    shared.adopt(config);
+                }
+                Ok(None) => set_connected(true, &mut connected, None),
+                Err(e) => {
+                    set_connected(false, &mut connected, Some(&e));
+                    watch = None;
+                }
+            },
+        }
+    }
+}
+
+/// The dedicated lease and clock-sync thread (module docs).
+fn lease_thread(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the lease thread's runtime");
+            return;
+        }
+    };
+    runtime.block_on(lease_loop(shared, secret, limits));
+}
+
+async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
+    let period = shared.file.lease();
+    let tick = (period / 4).max(Duration::from_micros(100));
+    let mut cm_peer: Option<Peer> = None;
+    let mut backoff = Backoff::default();
+    let mut next_connect = Instant::now();
+    let mut next_sync = Instant::now();
+    let mut next_renew = Instant::now();
+    let mut next_check = Instant::now();
+    let call_timeout = period.max(Duration::from_millis(50));
+    let _ = call_timeout;
+    while !shared.stopping.load(Ordering::Acquire) {
+        let config = shared.config();
+        let is_cm = shared.is_cm();
+        let followers = config.members.len().saturating_sub(1).max(1) as f64;
+        let sync_every =
+            Duration::from_secs_f64(followers / f64::from(shared.file.sync_rate_per_s.max(1)));
+
+        let mut wake = next_check;
+        if !is_cm {
+            wake = wake.min(next_sync).min(next_renew);
+        }
+        let now = Instant::now();
+        if wake > now {
+            // Bounded so a shutdown is noticed promptly.
+            tokio::time::sleep((wake - now).min(Duration::from_millis(50))).await;
+            continue;
+        }
+
+        if !is_cm && cm_peer.as_ref().is_none_or(Peer::is_closed) && Instant::now() >= next_connect
+        {
+            cm_peer = None;
+            let cm_addr = config.member(config.cm).and_then(|m| m.addr.parse::<SocketAddr>().ok());
+            if let Some(addr) = cm_addr {
+                match Peer::connect(addr, shared.id, &shared.cluster, secret.clone(), limits).await
+                {
+                    Ok(peer) => {
+                        backoff = Backoff::default();
+                        cm_peer = Some(peer);
+                    }
+                    Err(e) => {
+                        // A refused handshake (wrong secret or cluster) is worth a warning.
+                        if matches!(e, TransportError::Refused { .. } | TransportError::Auth { .. })
+                        {
+                            tracing::warn!(node = shared.id, error = %e, "the CM refused this node");
+                        } else {
+                            tracing::debug!(error = %e, "connecting to the CM");
+                        }
+                        next_connect = Instant::now() + backoff.step();
+                    }
+                }
+            }
+        }
+
+        if let (false, Some(peer)) = (is_cm, cm_peer.clone()) {
+            let now = Instant::now();
+            if now >= next_sync {
+                next_sync = now + sync_every;
+                sync_once(&shared, &peer, call_timeout).await;
+            }
+            let now = Instant::now();
+            if now >= next_renew {
+                next_renew = now + tick;
+                renew_once(&shared, &peer, config.seq, config.cm, call_timeout).await;
+            }
+        } else if !is_cm {
+            let now = Instant::now();
+            next_sync = next_sync.max(now + tick);
+            next_renew = next_renew.max(now + tick);
+        }
+
+        let now = Instant::now();
+        if now >= next_check {
+            next_check = now + tick;
+            check_leases(&shared, now);
+            sample_clock(&shared);
+        }
+    }
+}
+
+async fn sync_once(shared: &NodeShared, peer: &Peer, timeout: Duration) {
+    let start = shared.clock.begin_sync();
+    match peer.call_timeout(Body::ClockSyncRequest, timeout).await {
+        Ok(Body::ClockSyncReply { master_time: Some((lo, hi)) }) => {
+            let cm = Interval::new(
+                ordo_clock::Timestamp::from_nanos(lo),
+                ordo_clock::Timestamp::from_nanos(hi),
+            );
+            match shared.clock.finish_sync(start, cm) {
+                Ok(outcome) => {
+                    shared.metrics.sample_sync(outcome.rtt_nanos);
+                    if outcome.enabled_now {
+                        tracing::info!(
+                            node = shared.id,
+                            rtt_ns = outcome.rtt_nanos,
+                            "clock enabled by the first sync"
+                        );
+                    }
+                }
+                Err(e) => {
+                    shared.metrics.sync_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(node = shared.id, error = %e, "clock sync rejected");
+                }
+            }
+        }
+        Ok(other) => {
+            shared.metrics.sync_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(reply = other.name(), "clock sync refused");
+        }
+        Err(e) => {
+            shared.metrics.sync_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(error = %e, "clock sync failed");
+        }
+    }
+}
+
+async fn renew_once(shared: &NodeShared, peer: &Peer, seq: u64, cm: NodeId, timeout: Duration) {
+    let sent = Instant::now();
+    let lease_ms = shared.file.lease_ms;
+    match peer.call_timeout(Body::LeaseRequest { config_seq: seq, lease_ms }, timeout).await {
+        Ok(Body::LeaseGrant { config_seq, .. }) if config_seq == seq => {
+            // The CM's lease here counts from when the request was sent (conservative).
+            shared.leases().renewed(cm, sent);
+            shared.metrics.lease_renewals.fetch_add(1, Ordering::Relaxed);
+            let _ = peer.send(Body::LeaseAck { config_seq }).await;
+        }
+        Ok(other) => tracing::debug!(reply = other.name(), "lease renewal refused"),
+        Err(e) => tracing::debug!(error = %e, "lease renewal failed"),
+    }
+}
+
+fn check_leases(shared: &NodeShared, now: Instant) {
+    let (expired, suspects) = {
+        let mut leases = shared.leases();
+        let expired = leases.check(now);
+        (expired, leases.suspects().len())
+    };
+    for e in &expired {
+        tracing::warn!(
+            node = shared.id,
+            peer = e.peer,
+            silent_ms = e.silent_for.as_millis() as u64,
+            "lease expired: peer suspected (failover acts on this in a later step)"
+        );
+    }
+    shared.metrics.lease_expiries.fetch_add(expired.len() as u64, Ordering::Relaxed);
+    shared.metrics.suspects.store(suspects as u64, Ordering::Relaxed);
+}
+
+fn sample_clock(shared: &NodeShared) {
+    let m = &shared.metrics;
+    let enabled = shared.clock.is_enabled();
+    m.clock_enabled.store(u64::from(enabled), Ordering::Relaxed);
+    if enabled {
+        if let Ok(i) = shared.clock.try_now(Duration::ZERO) {
+            m.sample_width(i.width_nanos());
+        }
+    }
+    let stats = shared.clock.stats();
+    m.get_ts_calls.store(stats.get_ts_waits, Ordering::Relaxed);
+    m.get_ts_wait_sum_nanos.store(stats.get_ts_wait_nanos, Ordering::Relaxed);
+    m.set_drift_ppm(stats.drift_estimate_ppm.unwrap_or(0));
+    m.drift_alarms.store(stats.drift_alarms, Ordering::Relaxed);
+}

@@ -1,0 +1,244 @@
+//! Nodes on a real network (loopback) with a real etcd: synchronised clocks over TCP with injected
+//! offset and drift, leases and their expiry, etcd lost while running, and the bad inputs of a
+//! node's start (etcd down, unknown node, wrong secret, garbage on the port).
+//!
+//! One machine can read `CLOCK_MONOTONIC` from every node, so it is the truth: each node's local
+//! clock is a `SkewedClock` over it with its own offset and drift, and the cluster's time is the
+//! CM's local clock at true time `t`. Every interval a node returns must contain it.
+#![allow(clippy::unwrap_used)] // test set-up: a failure is the test failing
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ordo_clock::{Clock, SkewedClock, TimeSource, Timestamp};
+use ordo_cluster::config::{ClusterConfig, Member, NodeConfig};
+use ordo_cluster::etcd::ConfigStore;
+use ordo_cluster::etcd_server::{EtcdServer, free_port};
+use ordo_cluster::node::{ConfigSource, LocalClock, Node, NodeError};
+
+struct Fixture {
+    dir: PathBuf,
+    etcd: EtcdServer,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let dir = std::env::temp_dir().join(format!("ordo-node-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("secret"), "node-test-secret-0123456789").unwrap();
+        std::fs::write(dir.join("wrong-secret"), "another-secret-0123456789").unwrap();
+        let etcd = EtcdServer::start(&dir.join("etcd")).unwrap();
+        Fixture { dir, etcd }
+    }
+
+    fn endpoints(&self) -> Vec<String> {
+        vec![self.etcd.endpoint().to_string()]
+    }
+
+    /// Writes a configuration of `n` members on free ports; returns their node files.
+    fn cluster(&self, name: &str, n: u64, lease_ms: u32) -> (ClusterConfig, Vec<NodeConfig>) {
+        let mut files = Vec::new();
+        let mut members = Vec::new();
+        for id in 1..=n {
+            let addr = format!("127.0.0.1:{}", free_port().unwrap());
+            let mut f = NodeConfig::new(id, name, &addr, self.endpoints(), self.dir.join("secret"));
+            f.lease_ms = lease_ms;
+            f.sync_rate_per_s = 1_000;
+            f.etcd_start_timeout_ms = 5_000;
+            members.push(Member { id, addr });
+            files.push(f);
+        }
+        let config = ClusterConfig::initial(members, 1);
+        rt().block_on(async {
+            let store = ConfigStore::connect(
+                &self.endpoints(),
+                name,
+                Duration::from_secs(2),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+            store.create(&config).await.unwrap();
+        });
+        (config, files)
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        self.etcd.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn wait_for(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Skews within ε = 1000 ppm of each other: offsets up to ±0.5 s, drifts up to ±400 ppm.
+const SKEWS: [(i64, i64); 3] = [(0, 150), (-500_000_000, -250), (320_000_000, 400)];
+
+fn skewed(source: &TimeSource, i: usize) -> Arc<SkewedClock> {
+    let (offset, drift) = SKEWS[i];
+    Arc::new(SkewedClock::new(source.clone(), offset, drift, 300).with_reading_spread(i as u64 + 1))
+}
+
+#[test]
+fn three_nodes_synchronise_over_tcp_and_every_interval_contains_the_cms_time() {
+    let fx = Fixture::new("sync");
+    let (_, files) = fx.cluster("sync", 3, 50);
+    let source = TimeSource::real(1_000_000_000_000);
+    let clocks: Vec<Arc<SkewedClock>> = (0..3).map(|i| skewed(&source, i)).collect();
+    let nodes: Vec<Node> = files
+        .into_iter()
+        .zip(&clocks)
+        .map(|(f, c)| Node::start(f, ConfigSource::Etcd, c.clone() as LocalClock).unwrap())
+        .collect();
+    wait_for("every clock enabled", Duration::from_secs(10), || {
+        nodes.iter().all(|n| n.clock().is_enabled())
+    });
+    let cm = clocks[0].clone();
+    let truth = |t: Timestamp| cm.reading_at(t);
+    let mut checked = 0u64;
+    let mut widths = Vec::new();
+    let deadline = Instant::now() + Duration::from_millis(600);
+    while Instant::now() < deadline {
+        for node in &nodes {
+            let before = truth(source.now());
+            let interval = node.clock().now();
+            let after = truth(source.now());
+            // The CM's time at some instant of the call lies in [lo, hi].
+            assert!(
+                interval.hi() >= before && interval.lo() <= after,
+                "node {}: interval {interval:?} misses the CM's time [{before:?}, {after:?}]",
+                node.id()
+            );
+            widths.push(interval.width_nanos());
+            checked += 1;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert!(checked >= 3_000, "only {checked} samples");
+    // get_ts strictly increases across nodes along happens-before.
+    let mut last = Timestamp::ZERO;
+    for i in 0..300 {
+        let t = nodes[i % 3].clock().get_ts();
+        assert!(t > last, "get_ts {t:?} after {last:?}");
+        last = t;
+    }
+    // Metrics reach the status reply: syncs and lease renewals happened on the followers.
+    for n in &nodes[1..] {
+        let m = n.metrics().snapshot();
+        let get = |k: &str| m.iter().find(|(n, _)| n == k).map_or(0.0, |(_, v)| *v);
+        assert!(get("sync_count") > 10.0, "node {} synced {}", n.id(), get("sync_count"));
+        assert!(get("lease_renewals") > 2.0, "node {} renewed {}", n.id(), get("lease_renewals"));
+    }
+    widths.sort_unstable();
+    eprintln!("{checked} intervals checked; median width {} ns", widths[widths.len() / 2]);
+}
+
+#[test]
+fn an_unrenewed_lease_is_reported_within_two_periods_and_etcd_loss_is_survived() {
+    let mut fx = Fixture::new("lease");
+    let lease = Duration::from_millis(200);
+    let (_, files) = fx.cluster("lease", 3, 200);
+    let local: LocalClock = Arc::new(ordo_clock::SystemClock::new());
+    let mut nodes: Vec<Node> = files
+        .into_iter()
+        .map(|f| Node::start(f, ConfigSource::Etcd, local.clone()).unwrap())
+        .collect();
+    wait_for("every clock enabled", Duration::from_secs(10), || {
+        nodes.iter().all(|n| n.clock().is_enabled())
+    });
+    wait_for("leases renewed", Duration::from_secs(5), || {
+        nodes[0].leases().get(3).is_some_and(|s| s.renewals > 2)
+    });
+    assert!(nodes[0].suspects().is_empty());
+
+    // Node 3 stops renewing: the CM reports it, within two periods of its last renewal.
+    let stopped = nodes.pop().unwrap();
+    stopped.shutdown();
+    wait_for("node 3 suspected", lease * 10, || nodes[0].suspects().contains(&3));
+    let detected = Instant::now();
+    let last_renewal = nodes[0].leases().get(3).unwrap().renewed_at;
+    let silent = detected - last_renewal;
+    assert!(silent <= lease * 2, "detected {silent:?} after the last renewal (lease {lease:?})");
+    assert!(nodes[0].suspects() == vec![3], "only node 3 is suspected: {:?}", nodes[0].suspects());
+    assert!(nodes[1].suspects().is_empty(), "node 2 still holds the CM's lease");
+
+    // etcd dies: the nodes keep serving under their configuration and report it.
+    fx.etcd.stop();
+    wait_for("etcd reported lost", Duration::from_secs(10), || {
+        nodes
+            .iter()
+            .all(|n| n.metrics().etcd_connected.load(std::sync::atomic::Ordering::Relaxed) == 0)
+    });
+    let syncs = nodes[1].metrics().syncs.load(std::sync::atomic::Ordering::Relaxed);
+    wait_for("syncs continue without etcd", Duration::from_secs(5), || {
+        nodes[1].metrics().syncs.load(std::sync::atomic::Ordering::Relaxed) > syncs + 5
+    });
+    assert!(nodes[1].clock().is_enabled());
+    assert_eq!(nodes[1].config().seq, 1);
+    assert!(nodes[1].suspects().is_empty(), "the CM's lease is still renewed");
+}
+
+#[test]
+fn bad_starts_are_typed_errors() {
+    let fx = Fixture::new("bad");
+    let (config, files) = fx.cluster("bad", 2, 50);
+    let local: LocalClock = Arc::new(ordo_clock::SystemClock::new());
+
+    // etcd down at start: retries with back-off, then a clear error.
+    let mut down = files[0].clone();
+    down.etcd = vec![format!("127.0.0.1:{}", free_port().unwrap())];
+    down.etcd_start_timeout_ms = 600;
+    let err = Node::start(down, ConfigSource::Etcd, local.clone()).err().unwrap();
+    assert!(matches!(err, NodeError::Etcd(_)), "{err}");
+    assert!(err.to_string().contains("unreachable"), "{err}");
+
+    // A node the configuration does not name.
+    let mut stranger = files[0].clone();
+    stranger.id = 9;
+    let err = Node::start(stranger, ConfigSource::Etcd, local.clone()).err().unwrap();
+    assert!(err.to_string().contains("node 9 is not a member"), "{err}");
+
+    // A static configuration naming an unknown node.
+    let mut bad = config.clone();
+    bad.regions[0].backups = vec![7];
+    let err =
+        Node::start(files[0].clone(), ConfigSource::Static(bad), local.clone()).err().unwrap();
+    assert!(err.to_string().contains("names node 7"), "{err}");
+
+    // A follower with the wrong secret is refused by the CM: its clock never enables.
+    let cm = Node::start(files[0].clone(), ConfigSource::Etcd, local.clone()).unwrap();
+    let mut wrong = files[1].clone();
+    wrong.secret_file = fx.dir.join("wrong-secret");
+    let follower = Node::start(wrong, ConfigSource::Etcd, local.clone()).unwrap();
+    let err = follower.clock().try_get_ts(Duration::from_millis(600)).unwrap_err();
+    assert!(err.to_string().contains("disabled"), "{err}");
+    assert!(cm.metrics().syncs_served.load(std::sync::atomic::Ordering::Relaxed) == 0);
+
+    // Garbage on the CM's port closes that connection only; the CM keeps serving.
+    garbage(cm.local_addr());
+    follower.shutdown();
+    let good = Node::start(files[1].clone(), ConfigSource::Etcd, local).unwrap();
+    wait_for("the good follower enabled", Duration::from_secs(10), || good.clock().is_enabled());
+}
+
+fn garbage(addr: std::net::SocketAddr) {
+    use std::io::Write;
+    for bytes in [&b"GET / HTTP/1.1\r\n\r\n"[..], &[0xff; 64][..], &[0, 0, 0, 0xff, 1, 2][..]] {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        let _ = s.write_all(bytes);
+    }
+}
