@@ -12,6 +12,8 @@
 //!   ([`mod@calibrate`], cached by [`cache`]);
 //! * [`SystemClock`] — `CLOCK_MONOTONIC`, used when the counter is not invariant;
 //! * [`TestClock`] — per-thread skew and drift injected by tests;
+//! * [`SyncedClock`] — FaRMv2's cluster clock: a local clock synchronised to a clock master
+//!   ([`mod@synced`]), with [`SkewedClock`] as the per-machine local clock of simulations;
 //! * [`AnyClock`] — any of them, chosen at run time from a [`ClockChoice`].
 //!
 //! `get_ts` is FaRMv2's `GET_TS` and ORDO's `new_time`; `Interval::cmp_time` is ORDO's
@@ -34,10 +36,14 @@ pub mod calibrate;
 mod clock;
 pub mod cores;
 pub mod counter;
+mod drift;
 pub mod handshake;
 mod logical;
 mod ordo;
+mod seqlock;
+mod skewed;
 mod sync;
+pub mod synced;
 mod system;
 mod test_clock;
 mod time;
@@ -49,8 +55,14 @@ pub use cache::{
 pub use calibrate::{CalibrateError, CalibrateOptions, Calibration, PairOffset, calibrate};
 pub use clock::{Clock, ClockKind};
 pub use counter::{Counter, CounterError, CounterInfo, CounterKind, FrequencySource, Invariance};
+pub use drift::DriftEstimate;
 pub use logical::LogicalClock;
 pub use ordo::{OrdoClock, OrdoDetection, OrdoError};
+pub use skewed::{SkewedClock, TimeSource};
+pub use synced::{
+    ClockDisabled, DRIFT_BOUND_PPM_MAX, SyncError, SyncOptions, SyncOutcome, SyncStart, SyncStats,
+    SyncedClock,
+};
 pub use system::SystemClock;
 pub use test_clock::{
     DEFAULT_START_NANOS, DRIFT_PPM_MIN, Reference, TestClock, TestClockBuilder, ThreadSkew,
