@@ -569,8 +569,16 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
         }
         let now = Instant::now();
         if wake > now {
-            // Bounded so a shutdown is noticed promptly.
-            tokio::time::sleep((wake - now).min(Duration::from_millis(50))).await;
+            let wait = wake - now;
+            if wait < Duration::from_millis(2) {
+                // tokio's timers tick in milliseconds, too coarse for sync rates of thousands
+                // per second. This thread runs nothing else while it waits (the connection's
+                // tasks have no work between calls), so a short blocking sleep is harmless.
+                std::thread::sleep(wait);
+            } else {
+                // Bounded so a shutdown is noticed promptly.
+                tokio::time::sleep(wait.min(Duration::from_millis(50))).await;
+            }
             continue;
         }
 
