@@ -388,3 +388,50 @@ fn hashtable_rlu_deferral_runs_and_refuses_zero() {
         succeeds(&[&defer[..], &SMALL_HASHTABLE, &["--threads", "1,2"], &BRIEF_LOGICAL].concat());
     assert_rows(&out, &["hashtable rlu defer 4 2%", "hashtable rlu defer 4 40%"]);
 }
+
+/// `ordo cluster up` on a fresh directory: an etcd member and three node processes; `status`
+/// shows every node with its clock enabled; a killed node is reported unreachable and suspected
+/// by the CM; `down` stops everything; `up` refuses a directory that holds a cluster; a node
+/// with a broken file refuses to start.
+#[test]
+fn cluster_up_status_down() {
+    /// Stops the cluster even when an assertion fails.
+    struct Down(String);
+    impl Drop for Down {
+        fn drop(&mut self) {
+            let _ = ordo(&["cluster", "down", "--dir", &self.0]);
+        }
+    }
+    let dir = scratch("cluster");
+    let d = dir.to_str().unwrap();
+    let guard = Down(d.to_string());
+    let up = succeeds(&["cluster", "up", "--nodes", "3", "--dir", d, "--metrics"]);
+    assert_rows(&up, &["cluster \"dev\" is up", "node 1: 127.0.0.1:", "metrics http://"]);
+    let status = succeeds(&["cluster", "status", "--dir", d]);
+    assert_eq!(status.matches("enabled").count(), 3, "{status}");
+    assert_eq!(status.matches(" cm ").count(), 1, "{status}");
+    refused(&["cluster", "up", "--nodes", "3", "--dir", d], "already holds a cluster");
+
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let pid = state["nodes"][2]["pid"].as_u64().unwrap();
+    Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    // The CM suspects it within two lease periods (50 ms); give the table a moment.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = ordo(&["cluster", "status", "--dir", d, "--json"]);
+    assert!(!o.status.success(), "a dead node makes status fail");
+    let lines = String::from_utf8_lossy(&o.stdout).into_owned();
+    let rows: Vec<serde_json::Value> =
+        lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(rows[2]["error"].is_string(), "{lines}");
+    assert!(rows[0]["metrics"]["lease_suspects"].as_f64().unwrap() >= 1.0, "{lines}");
+
+    std::mem::forget(guard);
+    let down = succeeds(&["cluster", "down", "--dir", d]);
+    assert!(down.contains("stopped 3 processes"), "{down}");
+    refused(&["cluster", "status", "--dir", d], "cluster.json");
+
+    std::fs::write(dir.join("node-1.toml"), "id = 0\n").unwrap();
+    refused(&["node", "--config", dir.join("node-1.toml").to_str().unwrap()], "is invalid");
+    let _ = std::fs::remove_dir_all(&dir);
+}

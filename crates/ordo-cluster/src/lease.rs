@@ -61,8 +61,8 @@ impl LeaseTable {
         self.period
     }
 
-    /// Starts tracking `peer` as if renewed at `at` (a grace period of one lease), unless it is
-    /// tracked already.
+    /// Starts tracking `peer` as if renewed at `at` — a time in the future gives a start-up
+    /// grace — unless it is tracked already.
     pub fn expect(&mut self, peer: NodeId, at: Instant) {
         self.leases.entry(peer).or_insert(LeaseState {
             renewed_at: at,
@@ -83,7 +83,9 @@ impl LeaseTable {
             renewals: 0,
             expired: false,
         });
-        state.renewed_at = state.renewed_at.max(at);
+        // The first renewal replaces the start-up grace (which may lie in the future); later
+        // ones never move a lease backwards.
+        state.renewed_at = if state.renewals == 0 { at } else { state.renewed_at.max(at) };
         state.renewals += 1;
         state.expired = false;
     }
@@ -144,6 +146,17 @@ mod tests {
         assert_eq!(table.check(t0 + period * 5).len(), 1);
         assert_eq!(table.expiries(), 3);
         assert_eq!(table.renewals(), 2);
+    }
+
+    #[test]
+    fn the_first_renewal_ends_the_start_up_grace() {
+        let t0 = Instant::now();
+        let period = Duration::from_millis(10);
+        let mut table = LeaseTable::new(period);
+        table.expect(2, t0 + Duration::from_secs(2));
+        assert!(table.check(t0 + Duration::from_secs(1)).is_empty(), "grace");
+        table.renewed(2, t0);
+        assert_eq!(table.check(t0 + period * 2).len(), 1, "the grace ended at the first renewal");
     }
 
     #[test]
