@@ -185,7 +185,8 @@ fn with_epsilon_below_the_drift_intervals_miss_the_cms_time() {
 fn an_unrenewed_lease_is_reported_within_two_periods_and_etcd_loss_is_survived() {
     let mut fx = Fixture::new("lease");
     let lease = Duration::from_millis(200);
-    let (_, files) = fx.cluster("lease", 3, 200);
+    let (_, mut files) = fx.cluster("lease", 3, 200);
+    files[1].metrics_listen = Some("127.0.0.1:0".into());
     let local: LocalClock = Arc::new(ordo_clock::SystemClock::new());
     let mut nodes: Vec<Node> = files
         .into_iter()
@@ -198,6 +199,20 @@ fn an_unrenewed_lease_is_reported_within_two_periods_and_etcd_loss_is_survived()
         nodes[0].leases().get(3).is_some_and(|s| s.renewals > 2)
     });
     assert!(nodes[0].suspects().is_empty());
+
+    // Node 2 serves its metrics as Prometheus text, and nothing else.
+    let metrics = nodes[1].metrics_addr().unwrap();
+    let page = http_get(metrics, "/metrics");
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    for name in [
+        "ordo_sync_count{node=\"2\"}",
+        "ordo_clock_interval_width_nanos{node=\"2\"}",
+        "ordo_lease_renewals{node=\"2\"}",
+        "ordo_sync_rtt_mean_nanos{node=\"2\"}",
+    ] {
+        assert!(page.contains(name), "{name} missing from {page}");
+    }
+    assert!(http_get(metrics, "/").starts_with("HTTP/1.0 404"));
 
     // Node 3 stops renewing: the CM reports it, within two periods of its last renewal.
     let stopped = nodes.pop().unwrap();
@@ -267,6 +282,15 @@ fn bad_starts_are_typed_errors() {
     follower.shutdown();
     let good = Node::start(files[1].clone(), ConfigSource::Etcd, local).unwrap();
     wait_for("the good follower enabled", Duration::from_secs(10), || good.clock().is_enabled());
+}
+
+fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).unwrap();
+    let mut page = String::new();
+    s.read_to_string(&mut page).unwrap();
+    page
 }
 
 fn garbage(addr: std::net::SocketAddr) {
