@@ -41,9 +41,12 @@ pub(crate) struct ClusterClockArgs {
     /// Draw the figure here (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
-    /// Print JSON lines (one per measured cell and repetition).
+    /// Print JSON lines (one per measured cell and repetition) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also append the JSON lines to this file.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -94,13 +97,31 @@ pub(crate) fn run_cluster_clock(args: &ClusterClockArgs) -> Result<(), CliError>
             return Err(e.into());
         }
     };
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({ "workload": "cluster-clock", "clock": args.clock.name(),
+                "drift_bound_ppm": args.drift_bound_ppm, "result": r })
+            .to_string()
+        })
+        .collect();
+    if let Some(path) = &args.out {
+        use std::io::Write as _;
+        let mut file =
+            std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+                CliError::ResultsFile { path: path.clone(), action: "open", source }
+            })?;
+        for line in &lines {
+            writeln!(file, "{line}").map_err(|source| CliError::ResultsFile {
+                path: path.clone(),
+                action: "append to",
+                source,
+            })?;
+        }
+    }
     if args.json {
-        for r in &rows {
-            println!(
-                "{}",
-                serde_json::json!({ "workload": "cluster-clock", "clock": args.clock.name(),
-                    "drift_bound_ppm": args.drift_bound_ppm, "result": r })
-            );
+        for line in &lines {
+            println!("{line}");
         }
     } else {
         print!("{}", cluster_clock::table(&rows));

@@ -110,8 +110,12 @@ pub const DRIFT_BOUND_PPM_MAX: u64 = 500_000;
 const WAIT_SPINS: u32 = 256;
 /// Yields of a waiting reader before it starts sleeping.
 const WAIT_YIELDS: u32 = 64;
-/// The shortest and longest sleep of a long wait.
-const WAIT_SLEEP_MIN: Duration = Duration::from_micros(20);
+/// A wait shorter than this yields instead of sleeping: Linux adds its timer slack (50 µs by
+/// default) to every sleep, which would double a wait of a few tens of µs.
+const WAIT_SLEEP_FROM: Duration = Duration::from_micros(200);
+/// What a sleep is shortened by, so that it ends before the wait does (the timer slack).
+const WAIT_SLEEP_SLACK: Duration = Duration::from_micros(60);
+/// The longest sleep of a long wait.
 const WAIT_SLEEP_MAX: Duration = Duration::from_millis(1);
 
 /// Shards of the `get_ts` wait counters (threads pick one round-robin).
@@ -749,10 +753,10 @@ impl Backoff {
     fn snooze(&mut self, sleep_hint: Duration) {
         if self.step < WAIT_SPINS {
             std::hint::spin_loop();
-        } else if self.step < WAIT_SPINS + WAIT_YIELDS {
+        } else if self.step < WAIT_SPINS + WAIT_YIELDS || sleep_hint < WAIT_SLEEP_FROM {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(sleep_hint.clamp(WAIT_SLEEP_MIN, WAIT_SLEEP_MAX));
+            std::thread::sleep((sleep_hint - WAIT_SLEEP_SLACK).min(WAIT_SLEEP_MAX));
         }
         self.step = self.step.saturating_add(1);
     }
