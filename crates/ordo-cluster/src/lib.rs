@@ -20,6 +20,23 @@
 //!
 //! Dependencies point down: `node` uses everything above it; nothing here reaches into the
 //! engine's internals (`ordo` is used through its public API).
+//!
+//! # What is built, and what is next
+//! Built (Cluster I): the configuration in etcd with compare-and-swap on its sequence number and
+//! a watch; nodes that authenticate each other (mutual HMAC-SHA256 over the cluster secret) and
+//! talk length-prefixed, versioned, explicitly encoded frames over tokio TCP with bounded queues;
+//! FaRM leases (3-way handshake from a dedicated thread, expiry reported within two periods);
+//! FaRMv2 clock synchronisation ([`ordo_clock::SyncedClock`], drift bound ε, drift monitor,
+//! clock disabled until the first sync); metrics as Prometheus text; `ordo node`,
+//! `ordo cluster up | status | down`, `ordo bench cluster-clock`. The engine's commit
+//! coordinator drives a set of participants keyed by region (`ordo::txn::participant`), the
+//! seam a remote participant plugs into.
+//!
+//! Next (Cluster II): regions placed on nodes as primary + backups, the remote participant
+//! (READ, LOCK, VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE over the transport), a client
+//! API equal to the embedded one, cluster GC/OAT and distributed read-only transactions. Then
+//! (Cluster III): suspicion acted on — reconfiguration, clock-master failover with fast-forward,
+//! transaction recovery — and deterministic simulation.
 #![forbid(unsafe_code)]
 
 pub mod auth;
