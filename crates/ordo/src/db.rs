@@ -159,7 +159,7 @@ impl<C: Clock> Shared<C> {
         slot: usize,
     ) -> impl Participants + 'a {
         let log = self.durable.as_ref().map(|d| &d.log);
-        One(LocalParticipant::new(&self.heap, self.versions.as_ref(), local).with_log(log, slot))
+        One(LocalParticipant::new(&self.heap, &self.versions, local).with_log(log, slot))
     }
 
     /// This thread's worker: cached, or new with a fresh slot.

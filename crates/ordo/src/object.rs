@@ -168,7 +168,7 @@ impl<'a> ObjectRef<'a> {
     ///
     /// With `check_lock` false a locked header is read anyway — only the
     /// `skip_read_lock_check` shortcut of the negative tests does that.
-    #[inline]
+    #[inline(always)]
     pub fn read(self, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, ReadFail> {
         self.read_view(check_lock, |payload, _len_bytes| {
             out.clear();
@@ -182,7 +182,7 @@ impl<'a> ObjectRef<'a> {
     /// seqlock check, retrying until it ran on one version; returns that version and `f`'s last
     /// result. `f` may run several times and see a torn payload on all but the last run, so it
     /// must only read — its results from torn runs are discarded.
-    #[inline]
+    #[inline(always)]
     pub fn read_view<R>(
         self,
         check_lock: bool,

@@ -126,12 +126,14 @@ pub(crate) fn commit<C: Clock, S: Participants>(
     let early_wts = if shortcuts.wait_before_lock { Some(clock.get_ts()) } else { None };
 
     shortcuts.step(Step::BeforeLock);
+    // Each owner's part of the sorted write set (built once; every step walks it).
+    let groups = Groups::new(set, writes);
     // LOCK at each owner; the coordinator holds the tokens.
     let mut held = Tokens::new();
-    for (owner, part) in Groups::new(set, writes) {
+    for (owner, part) in groups.clone() {
         match set.get(owner).lock(part) {
             Ok(locks) => held.push(locks),
-            Err(e) => return Err(abort(set, writes, held, e)),
+            Err(e) => return Err(abort(set, writes, &mut held, e)),
         }
     }
     shortcuts.step(Step::Locked);
@@ -140,13 +142,13 @@ pub(crate) fn commit<C: Clock, S: Participants>(
     // Unsafe variant: validation overlapping the wait may miss a writer with wts' <= wts.
     if validates && shortcuts.validate_before_wait {
         if let Err(e) = validate(set, reads, writes) {
-            return Err(abort(set, writes, held, e));
+            return Err(abort(set, writes, &mut held, e));
         }
     }
 
     let wait_start = clock.now().lo();
     // Durable logs: the marker must not pass a timestamp this commit may still log.
-    for (owner, _) in Groups::new(set, writes) {
+    for (owner, _) in groups.clone() {
         set.get(owner).begin_backup(wait_start);
     }
     let wts = match early_wts {
@@ -166,7 +168,7 @@ pub(crate) fn commit<C: Clock, S: Participants>(
 
     if validates && !shortcuts.validate_before_wait {
         if let Err(e) = validate(set, reads, writes) {
-            return Err(abort(set, writes, held, e));
+            return Err(abort(set, writes, &mut held, e));
         }
     }
 
@@ -176,28 +178,29 @@ pub(crate) fn commit<C: Clock, S: Participants>(
     // The unsafe variant installs first, so readers may see values not yet in the log (its
     // logging error is returned: the writes are already installed and cannot be aborted).
     if !shortcuts.log_after_install {
-        for (owner, part) in Groups::new(set, writes) {
+        for (owner, part) in groups.clone() {
             if let Err(e) = set.get(owner).commit_backup(part, wts) {
-                return Err(abort(set, writes, held, e));
+                return Err(abort(set, writes, &mut held, e));
             }
         }
     }
     // Committed: COMMIT-PRIMARY at every owner, whatever another one answers.
     let mut failure = None;
-    for ((owner, part), locks) in Groups::new(set, writes).zip(held) {
+    for (owner, part) in groups.clone() {
+        let locks = held.take().expect("LOCK gave a token for every owner");
         if let Err(e) = set.get(owner).commit_primary(locks, part, wts) {
             failure.get_or_insert(e);
         }
     }
     shortcuts.step(Step::Installed);
     if shortcuts.log_after_install {
-        for (owner, part) in Groups::new(set, writes) {
+        for (owner, part) in groups.clone() {
             if let Err(e) = set.get(owner).commit_backup(part, wts) {
                 failure.get_or_insert(e);
             }
         }
     }
-    for (owner, part) in Groups::new(set, writes) {
+    for (owner, part) in groups {
         if let Err(e) = set.get(owner).truncate(part, wts) {
             failure.get_or_insert(e);
         }
@@ -211,27 +214,54 @@ pub(crate) fn commit<C: Clock, S: Participants>(
 
 /// ABORT at every owner of `writes` — with its token where LOCK succeeded (tokens are in owner
 /// order, and LOCK stops at the first failure) — then forgets the writes. Returns `cause`.
-#[cold]
-#[inline(never)]
+///
+/// Inlined, so a single-owner set's error paths take their one token straight from the
+/// coordinator's holder (which then never escapes); several owners go through [`abort_many`].
+#[inline(always)]
 fn abort<S: Participants>(
     set: &S,
     writes: &mut WriteSet,
-    held: Tokens<Locks<S>>,
+    held: &mut Tokens<S>,
     cause: Error,
 ) -> Error {
-    let mut tokens = held.into_iter();
+    if !S::SINGLE {
+        return abort_many(set, writes, held.hand_over(), cause);
+    }
+    cold();
     for (owner, part) in Groups::new(set, writes) {
         // A failed ABORT leaves the owner's locks to the cluster's recovery (module docs).
-        let _ = set.get(owner).abort(tokens.next(), part);
+        let _ = set.get(owner).abort(held.take(), part);
     }
-    debug_assert!(tokens.next().is_none(), "a lock token was not given back");
     writes.clear();
     cause
 }
 
+/// [`abort`] for several owners.
+#[cold]
+#[inline(never)]
+fn abort_many<S: Participants>(
+    set: &S,
+    writes: &mut WriteSet,
+    mut held: Tokens<S>,
+    cause: Error,
+) -> Error {
+    for (owner, part) in Groups::new(set, writes) {
+        // A failed ABORT leaves the owner's locks to the cluster's recovery (module docs).
+        let _ = set.get(owner).abort(held.take(), part);
+    }
+    debug_assert!(held.take().is_none(), "a lock token was not given back");
+    writes.clear();
+    cause
+}
+
+/// Marks the path that calls it as unlikely.
+#[cold]
+#[inline(never)]
+fn cold() {}
+
 /// Gives up the buffered writes of a transaction that never reached commit (or whose commit
 /// already ended): releases the slots reserved for its allocations at their owners.
-#[inline]
+#[inline(never)]
 pub(crate) fn discard<S: Participants>(set: &S, writes: &mut WriteSet) {
     if writes.is_empty() {
         return;
@@ -275,16 +305,30 @@ fn validate_by_owner<S: Participants>(
 }
 
 /// The owners' parts of a write set sorted by (owner, address): one run per owner, in order.
+/// For a single-owner set it is the whole set, once — an `Option` the optimiser unrolls.
 struct Groups<'a, S> {
     set: &'a S,
     writes: &'a WriteSet,
     start: usize,
+    /// The single owner's part, until taken (`Participants::SINGLE`).
+    single: Option<(Owner, WritePart<'a>)>,
 }
 
 impl<'a, S: Participants> Groups<'a, S> {
     #[inline]
     fn new(set: &'a S, writes: &'a WriteSet) -> Self {
-        Groups { set, writes, start: 0 }
+        let single = match writes.entries().first() {
+            Some(e) if S::SINGLE => Some((set.route(e.addr), writes.part(0..writes.len()))),
+            _ => None,
+        };
+        Groups { set, writes, start: 0, single }
+    }
+}
+
+impl<S> Clone for Groups<'_, S> {
+    #[inline]
+    fn clone(&self) -> Self {
+        Groups { set: self.set, writes: self.writes, start: self.start, single: self.single }
     }
 }
 
@@ -293,53 +337,71 @@ impl<'a, S: Participants> Iterator for Groups<'a, S> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
+        if S::SINGLE {
+            return self.single.take();
+        }
         let entries: &[WriteEntry] = self.writes.entries();
         let first = entries.get(self.start)?;
         let owner = self.set.route(first.addr);
-        let end = if S::SINGLE {
-            entries.len()
-        } else {
-            let rest = &entries[self.start..];
-            self.start
-                + rest.iter().position(|e| self.set.route(e.addr) != owner).unwrap_or(rest.len())
-        };
+        let rest = &entries[self.start..];
+        let end = self.start
+            + rest.iter().position(|e| self.set.route(e.addr) != owner).unwrap_or(rest.len());
         let part = self.writes.part(self.start..end);
         self.start = end;
         Some((owner, part))
     }
 }
 
-/// The lock tokens the coordinator holds, in owner order. The first is kept inline, so a
-/// single-owner commit allocates nothing.
-struct Tokens<T> {
-    first: Option<T>,
-    rest: Vec<T>,
+/// The lock tokens the coordinator holds, in owner order. The first is kept inline, and a
+/// single-owner set (`Participants::SINGLE`) never touches the rest: its commit allocates
+/// nothing and keeps its one token in registers.
+struct Tokens<S: Participants> {
+    first: Option<Locks<S>>,
+    rest: Vec<Locks<S>>,
 }
 
-impl<T> Tokens<T> {
+impl<S: Participants> Default for Tokens<S> {
+    #[inline]
+    fn default() -> Self {
+        Tokens::new()
+    }
+}
+
+impl<S: Participants> Tokens<S> {
     #[inline]
     fn new() -> Self {
         Tokens { first: None, rest: Vec::new() }
     }
 
+    /// Adds the token of the next owner (owner order).
     #[inline]
-    fn push(&mut self, token: T) {
-        if self.first.is_none() {
-            debug_assert!(self.rest.is_empty());
+    fn push(&mut self, token: Locks<S>) {
+        if S::SINGLE || (self.first.is_none() && self.rest.is_empty()) {
+            debug_assert!(self.first.is_none(), "a single-owner set locks once");
             self.first = Some(token);
         } else {
             self.rest.push(token);
         }
     }
-}
 
-impl<T> IntoIterator for Tokens<T> {
-    type Item = T;
-    type IntoIter = std::iter::Chain<std::option::IntoIter<T>, std::vec::IntoIter<T>>;
+    /// Moves every token into a new holder, field by field, for `abort` (so the coordinator's
+    /// holder is never passed by address and can live in registers).
+    #[inline(always)]
+    fn hand_over(&mut self) -> Self {
+        Tokens { first: self.first.take(), rest: std::mem::take(&mut self.rest) }
+    }
 
+    /// Takes the token of the next owner (owner order); `None` when every token was taken.
     #[inline]
-    fn into_iter(self) -> Self::IntoIter {
-        self.first.into_iter().chain(self.rest)
+    fn take(&mut self) -> Option<Locks<S>> {
+        if S::SINGLE {
+            return self.first.take();
+        }
+        match self.first.take() {
+            Some(token) => Some(token),
+            None if self.rest.is_empty() => None,
+            None => Some(self.rest.remove(0)),
+        }
     }
 }
 

@@ -83,6 +83,9 @@ pub struct Tx<'db, C: Clock> {
     /// docs); `Timestamp::MAX` when `rts` was in the past when the attempt began.
     recent_from: Timestamp,
     options: Options,
+    /// Whether reads may walk to old versions ([`ReadAt::old_versions`]); it depends on the
+    /// write set being empty, so every change of the write set refreshes it.
+    old_versions: bool,
     doomed: Option<Abort>,
     /// Whether the outcome has been counted in the thread's statistics.
     counted: bool,
@@ -114,6 +117,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             worker: Some(worker),
             rts,
             recent_from,
+            old_versions: Self::old_versions(&options, true),
             options,
             doomed: None,
             counted: false,
@@ -180,6 +184,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             worker: Some(worker),
             rts: ts,
             recent_from: Timestamp::MAX,
+            old_versions: Self::old_versions(&options, true),
             options,
             doomed: None,
             counted: false,
@@ -220,15 +225,23 @@ impl<'db, C: Clock> Tx<'db, C> {
         }
     }
 
-    fn check_lock(&self) -> bool {
+    /// How this attempt looks for the version to read: at `rts`, checking the lock, and walking
+    /// old versions unless `old_versions` says no.
+    #[inline]
+    fn read_at(&self) -> ReadAt {
         #[cfg(feature = "shortcuts")]
-        {
-            !self.options.shortcuts.skip_read_lock_check
-        }
+        let check_lock = !self.options.shortcuts.skip_read_lock_check;
         #[cfg(not(feature = "shortcuts"))]
-        {
-            true
-        }
+        let check_lock = true;
+        ReadAt { rts: self.rts, check_lock, old_versions: self.old_versions }
+    }
+
+    /// Whether an attempt with `options` may read old versions: not when it will write (or has
+    /// written: `writes_empty` is false) and validates, so could never commit an old read
+    /// (eager validation, FaRMv2 §4.4).
+    #[inline]
+    fn old_versions(options: &Options, writes_empty: bool) -> bool {
+        !(options.isolation.validates_reads() && (options.will_write || !writes_empty))
     }
 
     /// Reads `addr` at `rts` into the worker's scratch buffer (or finds it in the write set) and
@@ -244,8 +257,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         f: impl FnOnce(&[u64], usize) -> R,
     ) -> Result<R, Error> {
         self.check_live()?;
-        let at = self.read_at();
-        let shared = self.shared;
+        let (shared, at) = (self.shared, self.read_at());
         let w = self.worker.as_mut().expect("a live transaction holds its worker");
         if let Some(i) = w.writes.find(addr) {
             let e = w.writes.entries()[i];
@@ -266,15 +278,16 @@ impl<'db, C: Clock> Tx<'db, C> {
         Ok(f(&self.w().scratch, entry.len_bytes as usize))
     }
 
-    /// How this attempt's reads look for their version: at `rts`, walking old versions unless
-    /// the attempt will write and validates, so could never commit an old read (eager
-    /// validation, FaRMv2 §4.4).
+    /// A write was buffered: the write set is not empty.
     #[inline]
-    fn read_at(&self) -> ReadAt {
-        let eager = self.options.isolation.validates_reads()
-            && (self.options.will_write
-                || self.worker.as_ref().is_some_and(|w| !w.writes.is_empty()));
-        ReadAt { rts: self.rts, check_lock: self.check_lock(), old_versions: !eager }
+    fn written(&mut self) {
+        self.old_versions = Self::old_versions(&self.options, false);
+    }
+
+    /// A buffered write was dropped: the write set may be empty again.
+    fn unwritten(&mut self) {
+        let writes_empty = self.w().writes.is_empty();
+        self.old_versions = Self::old_versions(&self.options, writes_empty);
     }
 
     /// A read failed: an abort dooms the attempt.
@@ -370,12 +383,11 @@ impl<'db, C: Clock> Tx<'db, C> {
         mut f: impl FnMut(View<'_>) -> R,
     ) -> Result<R, Error> {
         self.check_live()?;
-        if self.w().writes.find(addr).is_some() {
+        let (shared, at) = (self.shared, self.read_at());
+        let w = self.worker.as_mut().expect("a live transaction holds its worker");
+        if w.writes.find(addr).is_some() {
             return self.with_words(addr, |w, len| f(View::owned(w, len)));
         }
-        let at = self.read_at();
-        let shared = self.shared;
-        let w = self.worker.as_mut().expect("a live transaction holds its worker");
         let read = {
             let set = shared.participants(&w.local, w.slot);
             set.owner_of(addr).read_view(addr, at, &mut w.scratch, f)
@@ -435,6 +447,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         }
         let rts = self.rts;
         self.w().writes.push(addr, WriteKind::Update, bytes, crate::object::Expect::NotAfter(rts));
+        self.written();
         Ok(())
     }
 
@@ -499,6 +512,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             });
         }
         self.w().writes.push(addr, WriteKind::Alloc, bytes, crate::object::Expect::Free);
+        self.written();
         Ok(addr)
     }
 
@@ -513,6 +527,7 @@ impl<'db, C: Clock> Tx<'db, C> {
                 WriteKind::Free => return Err(Error::NotAllocated { addr }),
                 WriteKind::Alloc => {
                     self.w().writes.remove(i);
+                    self.unwritten();
                     self.shared.heap.release(addr, None);
                 }
                 WriteKind::Update => self.w().writes.mark_free(i),
@@ -524,6 +539,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         // The freed version carries a zeroed payload of the object's length.
         let zeros = vec![0u8; len_bytes];
         self.w().writes.push(addr, WriteKind::Free, &zeros, crate::object::Expect::NotAfter(rts));
+        self.written();
         Ok(())
     }
 
@@ -604,8 +620,10 @@ impl<C: Clock> Drop for Tx<'_, C> {
             return;
         };
         {
-            let set = self.shared.participants(&w.local, w.slot);
-            commit::discard(&set, &mut w.writes);
+            if !w.writes.is_empty() {
+                let set = self.shared.participants(&w.local, w.slot);
+                commit::discard(&set, &mut w.writes);
+            }
         }
         let slot = self.shared.slot(w.slot);
         if !self.counted {

@@ -87,7 +87,9 @@ impl WriteSet {
     /// The entries `range` (of the sorted set) as one participant's part.
     #[inline]
     pub(crate) fn part(&self, range: std::ops::Range<usize>) -> WritePart<'_> {
-        WritePart { set: self, entries: &self.entries[range] }
+        debug_assert!(range.start <= range.end);
+        debug_assert!(range.end <= self.entries.len());
+        WritePart { set: self, start: range.start as u32, end: range.end as u32 }
     }
 
     /// The payload words of `entry`.
@@ -166,17 +168,23 @@ impl WriteSet {
 
 /// The entries of a write set one participant owns: a run of the sorted set, with access to
 /// their payloads. The coordinator hands each participant its part (see [`super::commit`]).
+///
+/// Two words (the set and the run's bounds), so a call passes it in registers.
 #[derive(Clone, Copy, Debug)]
 pub struct WritePart<'a> {
     set: &'a WriteSet,
-    entries: &'a [WriteEntry],
+    start: u32,
+    end: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<WritePart<'static>>() == 16);
 
 impl<'a> WritePart<'a> {
     /// The entries, sorted by address.
     #[inline]
     pub fn entries(&self) -> &'a [WriteEntry] {
-        self.entries
+        let entries: &'a [WriteEntry] = &self.set.entries;
+        entries.get(self.start as usize..self.end as usize).unwrap_or(&[])
     }
 
     /// The payload words of `entry` (an entry of this part).
@@ -188,13 +196,13 @@ impl<'a> WritePart<'a> {
     /// Number of entries.
     #[inline]
     pub fn len(&self) -> usize {
-        self.entries.len()
+        (self.end - self.start) as usize
     }
 
     /// Whether the part is empty.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.end == self.start
     }
 }
 

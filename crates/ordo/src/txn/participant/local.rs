@@ -49,13 +49,18 @@ pub struct LocalLocks {
 
 /// The in-process participant: the heap itself, plus old-version memory in multi-version mode
 /// and the durable log in a durable database.
+///
+/// Building one costs a few address computations (it is built for every read): it holds
+/// references only, and the read path's cold branches take the pieces they need by value, so the
+/// fast path never materialises it.
 pub struct LocalParticipant<'h> {
     heap: &'h Heap,
-    versions: Option<(&'h VersionArena, &'h RefCell<Cursor>)>,
+    /// Old-version memory (multi-version mode), resolved where it is used.
+    versions: &'h Option<VersionArena>,
+    /// The worker's old-version cursor and lock-token vector.
+    scratch: &'h LocalScratch,
     /// The durable log and this thread's slot in it.
     log: Option<(&'h Log, usize)>,
-    /// Where lock tokens take their vector from and give it back.
-    held: &'h Cell<Vec<Held>>,
 }
 
 impl<'h> LocalParticipant<'h> {
@@ -64,15 +69,16 @@ impl<'h> LocalParticipant<'h> {
     #[inline]
     pub(crate) fn new(
         heap: &'h Heap,
-        versions: Option<&'h VersionArena>,
+        versions: &'h Option<VersionArena>,
         scratch: &'h LocalScratch,
     ) -> Self {
-        LocalParticipant {
-            heap,
-            versions: versions.map(|arena| (arena, &scratch.cursor)),
-            log: None,
-            held: &scratch.held,
-        }
+        LocalParticipant { heap, versions, scratch, log: None }
+    }
+
+    /// Old-version memory and the worker's cursor in it (multi-version mode).
+    #[inline]
+    fn arena(&self) -> Option<(&'h VersionArena, &'h RefCell<Cursor>)> {
+        self.versions.as_ref().map(|arena| (arena, &self.scratch.cursor))
     }
 
     /// The same participant, logging redo records to `log` as worker slot `slot`.
@@ -82,25 +88,35 @@ impl<'h> LocalParticipant<'h> {
         self
     }
 
-    /// The head of `addr` into `out`, with the read's errors.
-    #[inline]
-    fn read_head(
-        &self,
+    /// [`Participant::read`], on the pieces it needs (see the type's docs). Always inlined: it
+    /// is the read path of `Tx::read`, and a call would return its `Result` through memory.
+    #[inline(always)]
+    fn read_in(
+        heap: &Heap,
+        versions: &Option<VersionArena>,
         addr: Addr,
+        at: ReadAt,
         out: &mut Vec<u64>,
-        check_lock: bool,
-    ) -> Result<Snapshot, Error> {
-        match self.heap.object(addr)?.read(out, check_lock) {
-            Ok(s) => Ok(s),
-            Err(ReadFail::Locked) => Err(Abort::ReadLocked { addr }.into()),
-            Err(ReadFail::BadLength { len_bytes }) => Err(Error::CorruptObject { addr, len_bytes }),
+    ) -> Result<ReadEntry, Error> {
+        let head = match heap.object(addr)?.read(out, at.check_lock) {
+            Ok(s) => s,
+            Err(ReadFail::Locked) => return Err(Abort::ReadLocked { addr }.into()),
+            Err(ReadFail::BadLength { len_bytes }) => {
+                return Err(Error::CorruptObject { addr, len_bytes });
+            }
+        };
+        if head.header.ts() <= at.rts {
+            return Ok(ReadEntry { addr, header: head.header, len_bytes: head.len_bytes as u32 });
         }
+        Self::read_old(versions, addr, head, at, out)
     }
 
     /// The head `head` of `addr` is newer than `at.rts`: the newest old version at or below it
     /// (multi-version mode), else the abort.
+    #[cold]
+    #[inline(never)]
     fn read_old(
-        &self,
+        versions: &Option<VersionArena>,
         addr: Addr,
         head: Snapshot,
         at: ReadAt,
@@ -108,8 +124,8 @@ impl<'h> LocalParticipant<'h> {
     ) -> Result<ReadEntry, Error> {
         let version = head.header.ts();
         let too_new = Abort::TooNew { addr, version, rts: at.rts };
-        match self.versions {
-            Some((arena, _)) if at.old_versions => match arena.find(head.ovp, at.rts, out) {
+        match versions {
+            Some(arena) if at.old_versions => match arena.find(head.ovp, at.rts, out) {
                 Ok(Some(old)) => {
                     Ok(ReadEntry { addr, header: old.header, len_bytes: old.len_bytes as u32 })
                 }
@@ -120,11 +136,29 @@ impl<'h> LocalParticipant<'h> {
         }
     }
 
+    /// [`Participant::read_view`] of a head newer than the snapshot: an old version
+    /// (multi-version mode), copied and viewed, or an abort. Out of line, so the in-place path
+    /// stays small enough to inline whole.
+    #[cold]
+    #[inline(never)]
+    fn read_view_old<R>(
+        heap: &Heap,
+        versions: &Option<VersionArena>,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+        mut f: impl FnMut(View<'_>) -> R,
+    ) -> Result<(ReadEntry, R), Error> {
+        let entry = Self::read_in(heap, versions, addr, at, out)?;
+        let r = f(View::owned(out, entry.len_bytes as usize));
+        Ok((entry, r))
+    }
+
     /// Hands the token's vector back for the next lock.
     #[inline]
     fn give_back(&self, mut held: Vec<Held>) {
         held.clear();
-        self.held.set(held);
+        self.scratch.held.set(held);
     }
 
     /// Unlocks the first `held.len()` entries of `part`, restoring the headers they replaced.
@@ -143,11 +177,7 @@ impl Participant for LocalParticipant<'_> {
 
     #[inline]
     fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error> {
-        let head = self.read_head(addr, out, at.check_lock)?;
-        if head.header.ts() <= at.rts {
-            return Ok(ReadEntry { addr, header: head.header, len_bytes: head.len_bytes as u32 });
-        }
-        self.read_old(addr, head, at, out)
+        Self::read_in(self.heap, self.versions, addr, at, out)
     }
 
     /// Views the head in place when it is old enough (one cache line for one field of a large
@@ -169,10 +199,7 @@ impl Participant for LocalParticipant<'_> {
             }
         };
         if snap.header.ts() > at.rts {
-            // Newer than the snapshot: an old version (multi-version mode) or an abort.
-            let entry = self.read(addr, at, out)?;
-            let r = f(View::owned(out, entry.len_bytes as usize));
-            return Ok((entry, r));
+            return Self::read_view_old(self.heap, self.versions, addr, at, out, f);
         }
         Ok((ReadEntry { addr, header: snap.header, len_bytes: snap.len_bytes as u32 }, r))
     }
@@ -190,7 +217,7 @@ impl Participant for LocalParticipant<'_> {
         }
         // Multi-version: a head above `rts` (installed after `rts` passed) may sit over the
         // very version read, which then is still the newest at or below `rts`.
-        let Some((arena, _)) = self.versions else { return Ok(false) };
+        let Some(arena) = self.versions else { return Ok(false) };
         let Ok(head) = obj.read(scratch, true) else { return Ok(false) };
         Ok(head.header.ts() > rts
             && matches!(arena.find(head.ovp, rts, scratch),
@@ -198,8 +225,9 @@ impl Participant for LocalParticipant<'_> {
     }
 
     fn lock(&self, part: WritePart<'_>) -> Result<LocalLocks, Error> {
-        let mut held = self.held.take();
+        let mut held = self.scratch.held.take();
         debug_assert!(held.is_empty(), "a lock token's vector was not given back");
+        held.reserve(part.len());
         let mut failure = None;
         for e in part.entries() {
             let Ok(obj) = self.heap.object(e.addr) else {
@@ -214,7 +242,7 @@ impl Participant for LocalParticipant<'_> {
                     // Multi-version: keep the replaced head for older readers. A slot that never
                     // held a version has nothing to keep. Exhausted memory truncates the history
                     // (FaRMv2 §5.3 "truncate"): older readers of this object will abort.
-                    if let Some((arena, cursor)) = self.versions {
+                    if let Some((arena, cursor)) = self.arena() {
                         if previous.raw() != 0 {
                             match arena.copy_head(cursor, obj, previous) {
                                 Ok(ovp) => {
@@ -308,7 +336,7 @@ impl Participant for LocalParticipant<'_> {
         for (e, h) in part.entries().iter().zip(&locks.held) {
             let obj = self.heap.object(e.addr).expect("locked objects have valid addresses");
             if h.ovp != 0 {
-                if let Some((arena, _)) = self.versions {
+                if let Some((arena, _)) = self.arena() {
                     arena.note_commit(h.ovp, wts);
                 }
             }
@@ -323,7 +351,7 @@ impl Participant for LocalParticipant<'_> {
                 }
             }
         }
-        if let Some((arena, cursor)) = self.versions {
+        if let Some((arena, cursor)) = self.arena() {
             arena.finish_commit(cursor);
         }
         self.give_back(locks.held);
@@ -339,7 +367,7 @@ impl Participant for LocalParticipant<'_> {
             self.unlock(part, &locks.held);
             self.give_back(locks.held);
         }
-        if let Some((arena, cursor)) = self.versions {
+        if let Some((arena, cursor)) = self.arena() {
             arena.finish_commit(cursor);
         }
         for e in part.entries() {

@@ -200,7 +200,7 @@ impl Fixture {
         let scratch = LocalScratch::default();
         let journal = RefCell::new(Vec::new());
         let owned = |owner: u16, region: u16| Owned {
-            inner: LocalParticipant::new(&shared.heap, shared.versions.as_ref(), &scratch),
+            inner: LocalParticipant::new(&shared.heap, &shared.versions, &scratch),
             owner: Owner(owner),
             region,
             fault: faults[owner as usize],
@@ -372,7 +372,7 @@ fn old_versions_and_revalidation_go_through_the_owner() {
     let fx = fixture(Versions::Multi);
     let shared = fx.db.shared();
     let scratch = LocalScratch::default();
-    let local = LocalParticipant::new(&shared.heap, shared.versions.as_ref(), &scratch);
+    let local = LocalParticipant::new(&shared.heap, &shared.versions, &scratch);
     let rts = shared.clock.now().hi();
     let mut out = Vec::new();
     fx.db.run(|tx| tx.write(fx.w0, &AFTER.0)).unwrap();
