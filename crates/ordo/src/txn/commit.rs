@@ -177,13 +177,18 @@ pub(crate) fn commit<C: Clock, S: Participants>(
     // Step 5: COMMIT-BACKUP at every owner first; the last acknowledgement is the commit point.
     // The unsafe variant installs first, so readers may see values not yet in the log (its
     // logging error is returned: the writes are already installed and cannot be aborted).
+    let mut acked = 0usize;
     if !shortcuts.log_after_install {
         for (owner, part) in groups.clone() {
             if let Err(e) = set.get(owner).commit_backup(part, wts) {
                 return Err(abort(set, writes, &mut held, e));
             }
+            acked += 1;
         }
     }
+    // The commit point: no owner installs before every owner's backups acknowledged.
+    debug_assert!(shortcuts.log_after_install || acked == groups.clone().count());
+    let _ = acked;
     // Committed: COMMIT-PRIMARY at every owner, whatever another one answers.
     let mut failure = None;
     for (owner, part) in groups.clone() {

@@ -36,6 +36,15 @@
 //! `now().lo`, already in the past. `Shortcuts::skip_read_revalidation` removes the
 //! revalidation, and `tests/engine/shortcuts.rs` shows the checker catching the torn read it allows.
 //!
+//! # Owners
+//!
+//! A `Tx` reads (head or old version), and revalidates its reads, through the participant set
+//! its database provides (`Shared::participants`, see [`participant`]) — for the embedded
+//! engine one local participant owning every region — and commits through [`commit`] over the
+//! same set. Allocation is the one exception: it reserves a slot in the local heap directly
+//! (the slot's owner releases it if the attempt aborts); placing objects at other owners is
+//! the cluster's to add.
+//!
 //! An operation that aborts marks the attempt *doomed*: every later operation returns the same
 //! abort, and `commit` does too, so nothing built on an inconsistent read can be committed.
 
