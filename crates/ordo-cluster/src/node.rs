@@ -4,8 +4,9 @@
 //! # Threads
 //! * **Network runtime** (tokio, two worker threads): the transport server. Every request is
 //!   answered by [`NodeHandler`] on the connection's task — clock-sync replies, lease grants,
-//!   status, and object reads (the stand-in for FaRM's one-sided RDMA reads). It runs no
-//!   application code and never blocks.
+//!   status, and object reads from the node's engine ([`Node::db`], read through its local
+//!   participant without a transaction: the stand-in for FaRM's one-sided RDMA reads). It runs
+//!   no application code and never blocks.
 //! * **Lease thread** (`ordo-lease`, one per node, its own single-threaded runtime and its own
 //!   connection to the CM, as FaRM's dedicated high-priority thread): on a non-CM it renews the
 //!   leases with the 3-way handshake every `lease / 4` and synchronises the clock at
@@ -83,6 +84,9 @@ pub enum NodeError {
         /// How long the node waited for one.
         waited_ms: u64,
     },
+    /// The node's engine could not be created.
+    #[error("starting the node's engine: {0}")]
+    Engine(String),
     /// An I/O error (runtime, metrics port).
     #[error("{what}: {source}")]
     Io {
@@ -112,6 +116,8 @@ pub struct NodeShared {
     metrics: Arc<NodeMetrics>,
     leases: Mutex<LeaseTable>,
     stopping: AtomicBool,
+    /// The node's engine: the objects of the regions it holds (Cluster II places regions here).
+    db: ordo::Ordo<Arc<NodeClock>>,
 }
 
 impl NodeShared {
@@ -212,6 +218,20 @@ impl Handler for NodeHandler {
                 s.metrics.lease_renewals.fetch_add(1, Ordering::Relaxed);
                 Body::LeaseGrant { config_seq, lease_ms: lease_ms.min(s.file.lease_ms) }
             }
+            Body::ReadObject { addr } => {
+                // FaRM's one-sided RDMA read: the head as it is (the reader validates it),
+                // served here without a transaction.
+                let mut words = Vec::new();
+                let addr = ordo::Addr::from_raw(addr);
+                match s.db.read_version(addr, ordo_clock::Timestamp::MAX, &mut words) {
+                    Ok(entry) => Body::ObjectImage {
+                        header: entry.header.raw(),
+                        len_bytes: entry.len_bytes,
+                        words,
+                    },
+                    Err(e) => error_reply(codes::READ_FAILED, format!("reading {addr:?}: {e}")),
+                }
+            }
             Body::StatusRequest => Body::StatusReply {
                 node_id: s.id,
                 config_seq: s.seq(),
@@ -290,11 +310,15 @@ impl Node {
         } else {
             leases.expect(config.cm, now);
         }
+        let clock = Arc::new(clock);
+        let db = ordo::Ordo::with_clock(ordo::Config::default(), clock.clone())
+            .map_err(|e| NodeError::Engine(e.to_string()))?;
         let shared = Arc::new(NodeShared {
             id: file.id,
             cluster: file.cluster.clone(),
             file: file.clone(),
-            clock: Arc::new(clock),
+            db,
+            clock,
             config: RwLock::new(config),
             metrics,
             leases: Mutex::new(leases),
@@ -375,6 +399,12 @@ impl Node {
     /// The node's synchronised clock.
     pub fn clock(&self) -> &Arc<NodeClock> {
         &self.shared.clock
+    }
+
+    /// The node's engine (the objects it holds). Its transactions wait while the clock is
+    /// disabled (before the first sync).
+    pub fn db(&self) -> &ordo::Ordo<Arc<NodeClock>> {
+        &self.shared.db
     }
 
     /// The node's metrics.

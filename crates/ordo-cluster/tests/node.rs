@@ -12,10 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ordo_clock::{Clock, SkewedClock, TimeSource, Timestamp};
+use ordo_cluster::auth::Secret;
 use ordo_cluster::config::{ClusterConfig, Member, NodeConfig};
 use ordo_cluster::etcd::ConfigStore;
 use ordo_cluster::etcd_server::{EtcdServer, free_port};
-use ordo_cluster::node::{ConfigSource, LocalClock, Node, NodeError};
+use ordo_cluster::node::{ConfigSource, LocalClock, Node, NodeError, codes};
+use ordo_cluster::transport::{Limits, Peer};
+use ordo_cluster::wire::Body;
 
 struct Fixture {
     dir: PathBuf,
@@ -160,6 +163,21 @@ fn three_nodes_synchronise_over_tcp_and_every_interval_contains_the_cms_time() {
         assert!(t > last, "get_ts {t:?} after {last:?}");
         last = t;
     }
+    // The network task serves object reads from the node's engine (FaRM's one-sided reads).
+    let addr = nodes[1].db().run(|tx| tx.alloc(&0xfeed_u64)).unwrap();
+    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
+    let (image, refused) = rt().block_on(async {
+        let limits = Limits::default();
+        let peer = Peer::connect(nodes[1].local_addr(), 0, "sync", secret, limits).await.unwrap();
+        let image = peer.call(Body::ReadObject { addr: addr.to_raw() }).await.unwrap();
+        let refused = peer.call(Body::ReadObject { addr: 12_345 }).await.unwrap();
+        (image, refused)
+    });
+    let Body::ObjectImage { len_bytes: 8, words, header } = image else { panic!("{image:?}") };
+    assert_eq!(words, vec![0xfeed]);
+    assert_ne!(header & !(1 << 63), 0, "the header carries the version");
+    assert!(matches!(refused, Body::Error { code: codes::READ_FAILED, .. }), "{refused:?}");
+
     // Metrics reach the status reply: syncs and lease renewals happened on the followers.
     for n in &nodes[1..] {
         let m = n.metrics().snapshot();

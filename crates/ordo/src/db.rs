@@ -501,6 +501,23 @@ impl<C: Clock> Ordo<C> {
     pub fn regions_in_use(&self) -> usize {
         self.shared.heap.region_count()
     }
+
+    /// Reads the newest version of `addr` at or below `rts` outside any transaction, copying its
+    /// payload words into `out`: what an owner's network task serves for a remote read (FaRM's
+    /// one-sided RDMA read; the reader validates it as its own). Goes through the local
+    /// participant, so it walks old versions in multi-version mode; a locked head, or no version
+    /// old enough, is an abort.
+    pub fn read_version(
+        &self,
+        addr: crate::Addr,
+        rts: ordo_clock::Timestamp,
+        out: &mut Vec<u64>,
+    ) -> Result<crate::txn::set::ReadEntry, Error> {
+        use crate::txn::participant::{Participant, ReadAt};
+        let scratch = LocalScratch::default();
+        let owner = LocalParticipant::new(&self.shared.heap, &self.shared.versions, &scratch);
+        owner.read(addr, ReadAt { rts, check_lock: true, old_versions: true }, out)
+    }
 }
 
 impl<C: Clock> Shared<C> {
