@@ -16,7 +16,7 @@ use crate::durable::log::Log;
 use crate::error::{Abort, Error};
 use crate::heap::Heap;
 use crate::mvcc::{Cursor, Recycled, VersionArena};
-use crate::object::{Header, LEN_SHIFT, LockFail, ReadFail, Snapshot};
+use crate::object::{Header, LEN_SHIFT, LockFail, ReadFail};
 use crate::txn::set::{ReadEntry, WriteKind, WritePart, WriteSet};
 use crate::txn::view::View;
 
@@ -108,24 +108,26 @@ impl<'h> LocalParticipant<'h> {
         if head.header.ts() <= at.rts {
             return Ok(ReadEntry { addr, header: head.header, len_bytes: head.len_bytes as u32 });
         }
-        Self::read_old(versions, addr, head, at, out)
+        Self::read_old(versions, addr, head.header, head.ovp, at.rts, at.old_versions, out)
     }
 
-    /// The head `head` of `addr` is newer than `at.rts`: the newest old version at or below it
-    /// (multi-version mode), else the abort.
+    /// The head of `addr` (header `head`, old-version pointer `ovp`) is newer than `rts`: the
+    /// newest old version at or below it (multi-version mode, `old_versions`), else the abort.
+    /// Scalar arguments, so the hot caller keeps them in registers until this cold call.
     #[cold]
     #[inline(never)]
     fn read_old(
         versions: &Option<VersionArena>,
         addr: Addr,
-        head: Snapshot,
-        at: ReadAt,
+        head: Header,
+        ovp: u64,
+        rts: Timestamp,
+        old_versions: bool,
         out: &mut Vec<u64>,
     ) -> Result<ReadEntry, Error> {
-        let version = head.header.ts();
-        let too_new = Abort::TooNew { addr, version, rts: at.rts };
+        let too_new = Abort::TooNew { addr, version: head.ts(), rts };
         match versions {
-            Some(arena) if at.old_versions => match arena.find(head.ovp, at.rts, out) {
+            Some(arena) if old_versions => match arena.find(ovp, rts, out) {
                 Ok(Some(old)) => {
                     Ok(ReadEntry { addr, header: old.header, len_bytes: old.len_bytes as u32 })
                 }
