@@ -22,6 +22,10 @@ pub enum BenchError {
     /// A cluster benchmark could not start or run its nodes.
     #[error("cluster: {0}")]
     Cluster(String),
+    /// `etcd-compare` failed: a system could not start, a request failed, or its counters do
+    /// not add up to the commits counted.
+    #[error(transparent)]
+    Compare(#[from] crate::etcd_compare::CompareError),
     /// The engine failed.
     #[error("engine error: {0}")]
     Engine(#[from] ordo::Error),

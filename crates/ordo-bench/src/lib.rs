@@ -9,6 +9,7 @@ pub mod driver;
 pub mod durable;
 pub mod engine;
 pub mod error;
+pub mod etcd_compare;
 pub mod harness;
 pub mod hashtable;
 pub mod oplog;

@@ -59,6 +59,8 @@ pub(crate) enum BenchCommand {
     Recovery(crate::bench_recovery::RecoveryArgs),
     /// Synchronised-clock uncertainty and get_ts wait vs sync rate and node count (FaRMv2 Fig. 16/17).
     ClusterClock(crate::bench_cluster_clock::ClusterClockArgs),
+    /// The same optimistic transaction on an Ordo cluster and a 3-member etcd cluster (Cluster II).
+    EtcdCompare(crate::bench_etcd_compare::EtcdCompareArgs),
 }
 
 /// Flags every workload takes.
@@ -344,7 +346,7 @@ pub(crate) fn measure_on_clocks(
 
 /// Parses `--duration`: a number with an optional unit `ms`, `s` or `m` (milliseconds when
 /// bare). Zero is refused: a zero-length run measures nothing.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let (number, unit_ms) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1.0)
@@ -410,6 +412,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Durable(d) => crate::bench_durable::run_durable(d),
         BenchCommand::Recovery(r) => crate::bench_recovery::run_recovery(r),
         BenchCommand::ClusterClock(c) => crate::bench_cluster_clock::run_cluster_clock(c),
+        BenchCommand::EtcdCompare(e) => crate::bench_etcd_compare::run_etcd_compare(e),
     }
 }
 

@@ -9,6 +9,7 @@
 mod bench;
 mod bench_cluster_clock;
 mod bench_durable;
+mod bench_etcd_compare;
 mod bench_hashtable;
 mod bench_oplog;
 mod bench_recovery;

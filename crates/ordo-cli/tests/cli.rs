@@ -435,3 +435,27 @@ fn cluster_up_status_down() {
     refused(&["node", "--config", dir.join("node-1.toml").to_str().unwrap()], "is invalid");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ordo bench etcd-compare` at a tiny scale: a 3-member etcd cluster on loopback, a row per
+/// client count, the Ordo side reported absent (no ratio), one JSON record per run; with only
+/// the absent side there is nothing to measure.
+#[test]
+fn etcd_compare_measures_etcd_and_reports_the_ordo_side_absent() {
+    let brief: Vec<&str> = "bench etcd-compare --clients 1,2 --duration 100ms --warmup 20ms \
+                            --repetitions 2 --keys 50"
+        .split_whitespace()
+        .collect();
+    let out = succeeds(&brief);
+    assert_rows(&out, &["ordo: cluster client not built yet (Cluster II)", "      1  etcd"]);
+    assert_rows(&out, &["      2  etcd"]);
+    assert!(!out.contains("ratio"), "{out}");
+    let records = json_lines(&brief);
+    assert_eq!(records.len(), 4, "{records:?}");
+    for r in &records {
+        assert_eq!(r["workload"], "etcd-compare");
+        assert_eq!(r["result"]["target"], "etcd");
+        assert!(r["result"]["committed"].as_u64().unwrap() > 0, "{r}");
+    }
+    refused(&["bench", "etcd-compare", "--only", "ordo"], "nothing to measure: ordo: cluster");
+    refused(&["bench", "etcd-compare", "--clients", "1,0"], "at least 1");
+}

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | [`config`] | a node's file ([`config::NodeConfig`]) and the cluster configuration ([`config::ClusterConfig`]) |
 //! | [`etcd`] | the configuration in etcd: create, compare-and-swap on the sequence number, watch |
-//! | [`etcd_server`] | a private etcd member for tests, benchmarks and `ordo cluster up` |
+//! | [`etcd_server`] | private etcd members for tests, benchmarks and `ordo cluster up`, alone or as a loopback cluster |
 //! | [`wire`] | frames and the versioned message enum, explicitly encoded |
 //! | [`auth`] | the mutual HMAC challenge over the cluster secret |
 //! | [`transport`] | tokio TCP: one connection per peer, bounded queues, request/response |

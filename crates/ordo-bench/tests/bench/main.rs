@@ -2,6 +2,7 @@
 //!
 //! One test binary (links once); each module is one former test file.
 
+mod etcd_compare;
 mod oplog;
 mod stamp;
 mod stamp_kernels2;

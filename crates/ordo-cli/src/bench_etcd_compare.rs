@@ -1,0 +1,279 @@
+//! `ordo bench etcd-compare`: the same optimistic transaction (read 2 keys, write 1) against an
+//! Ordo cluster and a 3-member etcd cluster on this machine, side by side (the Cluster II
+//! benchmark; the workload, driver and check are `ordo_bench::etcd_compare`).
+//!
+//! The systems are [`SYSTEMS`], run in that order: for each client count, every repetition runs
+//! every system once (A B A B …), each repetition with one seed shared by the systems, so both
+//! see the same key streams and drift on the machine hits both alike. The table gives per client
+//! count and system the median txn/s with its min–max over repetitions, the median p50 and p99
+//! and conflicts/s, and a `ratio` line where both systems ran. After the runs every system's
+//! counters must sum to the commits counted, or the command fails.
+//!
+//! Adding the Ordo side is one arm in [`start`]: build its `TxnTarget`. Until the cluster client
+//! exists (Cluster II), that arm reports the system absent and the table has no ratio.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use ordo_bench::error::BenchError;
+use ordo_bench::etcd_compare::etcd_target::{self, EtcdTarget};
+use ordo_bench::etcd_compare::{self, CompareError, Report, RunConfig, TxnTarget};
+use ordo_cluster::etcd_server::EtcdCluster;
+
+use crate::bench::progress_bar;
+use crate::error::CliError;
+
+/// A system the benchmark can compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum System {
+    /// A 3-node loopback Ordo cluster.
+    Ordo,
+    /// A 3-member loopback etcd cluster.
+    Etcd,
+}
+
+/// `--etcd-endpoints`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EtcdEndpoints {
+    /// The member leading at the start.
+    Leader,
+    /// Every member.
+    All,
+}
+
+/// Every system, in run order.
+const SYSTEMS: [System; 2] = [System::Ordo, System::Etcd];
+
+/// `ordo bench etcd-compare` flags.
+#[derive(Args, Debug)]
+pub(crate) struct EtcdCompareArgs {
+    /// Concurrent clients per run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8, 64])]
+    clients: Vec<usize>,
+    /// Measured time per run: `500ms`, `2s`, `1m`.
+    #[arg(long, default_value = "2s", value_parser = crate::bench::parse_duration)]
+    duration: Duration,
+    /// Unmeasured time before each run's window.
+    #[arg(long, default_value = "300ms", value_parser = crate::bench::parse_duration)]
+    warmup: Duration,
+    /// Runs per client count and system (interleaved across systems).
+    #[arg(long, default_value_t = 3)]
+    repetitions: usize,
+    /// Keys (counters), loaded before measuring; each transaction picks two uniformly.
+    #[arg(long, default_value_t = 10_000)]
+    keys: u64,
+    /// Run only this system.
+    #[arg(long, value_enum)]
+    only: Option<System>,
+    /// The seed of the key streams (a run's seed derives from it, the client count and the
+    /// repetition).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Members of the etcd cluster.
+    #[arg(long, default_value_t = 3)]
+    etcd_members: usize,
+    /// etcd client connections shared by the clients (client i uses connection i mod N).
+    #[arg(long, default_value_t = 1)]
+    etcd_connections: usize,
+    /// Which etcd members the connections reach: the leader, or all (balanced; followers
+    /// forward to the leader).
+    #[arg(long, value_enum, default_value_t = EtcdEndpoints::Leader)]
+    etcd_endpoints: EtcdEndpoints,
+    /// Where the etcd members keep their data [default: a fresh directory under the system's
+    /// temporary directory, removed at the end].
+    #[arg(long, value_name = "DIR")]
+    etcd_dir: Option<PathBuf>,
+    /// Print JSON lines (one per run) instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also append the JSON lines to this file.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// How long one request may take before the run fails.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A system after [`start`].
+enum Started {
+    /// Running and loaded.
+    Target(Arc<dyn TxnTarget>),
+    /// Not available, and why.
+    Absent(&'static str),
+}
+
+/// Where a system keeps its files.
+struct Setup {
+    dir: PathBuf,
+}
+
+fn compare_err(e: CompareError) -> CliError {
+    CliError::Bench(BenchError::Compare(e))
+}
+
+/// Starts `system` and returns its target (the one place a system is added).
+async fn start(system: System, args: &EtcdCompareArgs, setup: &Setup) -> Result<Started, CliError> {
+    match system {
+        System::Ordo => Ok(Started::Absent("cluster client not built yet (Cluster II)")),
+        System::Etcd => {
+            let dir = setup.dir.join("etcd");
+            let members = args.etcd_members;
+            let cluster = tokio::task::spawn_blocking(move || EtcdCluster::start(&dir, members))
+                .await
+                .map_err(|e| compare_err(CompareError::Task(e.to_string())))?
+                .map_err(|e| compare_err(e.into()))?;
+            let endpoints = match args.etcd_endpoints {
+                EtcdEndpoints::Leader => etcd_target::Endpoints::Leader,
+                EtcdEndpoints::All => etcd_target::Endpoints::All,
+            };
+            let target = EtcdTarget::with_cluster(
+                cluster,
+                args.etcd_connections,
+                endpoints,
+                REQUEST_TIMEOUT,
+            )
+            .await
+            .map_err(compare_err)?;
+            Ok(Started::Target(Arc::new(target)))
+        }
+    }
+}
+
+fn system_name(system: System) -> &'static str {
+    match system {
+        System::Ordo => "ordo",
+        System::Etcd => "etcd",
+    }
+}
+
+/// The seed of one run: every system gets the same one for a (clients, repetition).
+fn run_seed(seed: u64, clients: usize, repetition: usize) -> u64 {
+    seed ^ (clients as u64).rotate_left(32)
+        ^ (repetition as u64).wrapping_mul(0xA076_1D64_78BD_642F)
+}
+
+pub(crate) fn run_etcd_compare(args: &EtcdCompareArgs) -> Result<(), CliError> {
+    if args.clients.is_empty() || args.clients.contains(&0) {
+        return Err(CliError::Usage("--clients: each count must be at least 1".into()));
+    }
+    if args.keys < 2 {
+        return Err(CliError::Usage("--keys must be at least 2".into()));
+    }
+    let (dir, remove_dir) = match &args.etcd_dir {
+        Some(dir) => (dir.clone(), false),
+        None => {
+            (std::env::temp_dir().join(format!("ordo-etcd-compare-{}", std::process::id())), true)
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("starting a runtime: {e}")))?;
+    let result = runtime.block_on(measure(args, &Setup { dir: dir.clone() }));
+    // The targets (and the etcd members they own) are dropped inside `measure`.
+    drop(runtime);
+    if remove_dir {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let Measured { reports, absent } = result?;
+    let lines: Vec<String> = reports
+        .iter()
+        .map(|r| {
+            serde_json::json!({ "workload": "etcd-compare", "keys": args.keys,
+                "etcd_members": args.etcd_members, "etcd_connections": args.etcd_connections,
+                "etcd_endpoints": format!("{:?}", args.etcd_endpoints).to_lowercase(),
+                "result": r })
+            .to_string()
+        })
+        .collect();
+    if let Some(path) = &args.out {
+        use std::io::Write as _;
+        let mut file =
+            std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+                CliError::ResultsFile { path: path.clone(), action: "open", source }
+            })?;
+        for line in &lines {
+            writeln!(file, "{line}").map_err(|source| CliError::ResultsFile {
+                path: path.clone(),
+                action: "append to",
+                source,
+            })?;
+        }
+    }
+    if args.json {
+        // stdout stays one record per line.
+        for note in &absent {
+            eprintln!("{note}");
+        }
+        for line in &lines {
+            println!("{line}");
+        }
+    } else {
+        for note in &absent {
+            println!("{note}");
+        }
+        print!("{}", etcd_compare::table(&reports));
+    }
+    Ok(())
+}
+
+/// What [`measure`] found.
+struct Measured {
+    /// Every run, in run order.
+    reports: Vec<Report>,
+    /// A line per absent system: `name: why`.
+    absent: Vec<String>,
+}
+
+/// Starts the systems, loads them, runs the interleaved grid and checks every system's counters.
+async fn measure(args: &EtcdCompareArgs, setup: &Setup) -> Result<Measured, CliError> {
+    let mut targets: Vec<Arc<dyn TxnTarget>> = Vec::new();
+    let mut absent = Vec::new();
+    for system in SYSTEMS.into_iter().filter(|s| args.only.is_none_or(|only| only == *s)) {
+        match start(system, args, setup).await? {
+            Started::Target(target) => {
+                eprintln!("{}", target.describe());
+                target.load(args.keys).await.map_err(compare_err)?;
+                targets.push(target);
+            }
+            Started::Absent(why) => absent.push(format!("{}: {why}", system_name(system))),
+        }
+    }
+    if targets.is_empty() {
+        return Err(CliError::Usage(format!("nothing to measure: {}", absent.join("; "))));
+    }
+    let repetitions = args.repetitions.max(1);
+    let bar = progress_bar(args.clients.len() * repetitions * targets.len());
+    let mut reports = Vec::new();
+    let mut committed = vec![0u64; targets.len()];
+    for &clients in &args.clients {
+        for repetition in 0..repetitions {
+            for (i, target) in targets.iter().enumerate() {
+                bar.set_message(format!("{} × {clients}", target.name()));
+                let config = RunConfig {
+                    clients,
+                    duration: args.duration,
+                    warmup: args.warmup,
+                    keys: args.keys,
+                    seed: run_seed(args.seed, clients, repetition),
+                };
+                let report = etcd_compare::run(Arc::clone(target), &config).await;
+                let report = report.map_err(|e| {
+                    bar.abandon();
+                    compare_err(e)
+                })?;
+                committed[i] += report.committed_total;
+                reports.push(report);
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    for (target, &committed) in targets.iter().zip(&committed) {
+        etcd_compare::check_counters(&**target, args.keys, committed).await.map_err(compare_err)?;
+        eprintln!("check: {} counters sum to the {committed} commits counted", target.name());
+    }
+    Ok(Measured { reports, absent })
+}
