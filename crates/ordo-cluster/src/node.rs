@@ -745,5 +745,12 @@ fn sample_clock(shared: &NodeShared) {
     m.get_ts_calls.store(stats.get_ts_waits, Ordering::Relaxed);
     m.get_ts_wait_sum_nanos.store(stats.get_ts_wait_nanos, Ordering::Relaxed);
     m.set_drift_ppm(stats.drift_estimate_ppm.unwrap_or(0));
-    m.drift_alarms.store(stats.drift_alarms, Ordering::Relaxed);
+    let before = m.drift_alarms.swap(stats.drift_alarms, Ordering::Relaxed);
+    if stats.drift_alarms > before {
+        // FaRMv2 §4.1: a rate this far from the CM's is reported (removing the node is
+        // failover's decision).
+        tracing::warn!(node = shared.id, drift_ppm = ?stats.drift_estimate_ppm,
+            alarm_ppm = shared.file.drift_alarm_ppm,
+            "clock drift relative to the CM exceeds the alarm threshold");
+    }
 }
