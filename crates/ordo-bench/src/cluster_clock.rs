@@ -23,6 +23,7 @@ use ordo_cluster::node::{ConfigSource, LocalClock, Node};
 use serde::Serialize;
 
 use crate::error::BenchError;
+pub use crate::report::median_min_max;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -205,18 +206,6 @@ fn cell(
         syncs_per_s: syncs_after.saturating_sub(syncs_before) as f64 / elapsed.max(1e-9),
         samples,
     })
-}
-
-/// Median, min and max of `values`.
-pub fn median_min_max(values: &mut [f64]) -> (f64, f64, f64) {
-    if values.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    let median =
-        if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 };
-    (median, values[0], values[values.len() - 1])
 }
 
 /// The summary table: one line per (nodes, sync rate), medians with min–max.

@@ -41,6 +41,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use crate::report::median_min_max;
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -409,18 +410,6 @@ pub async fn check_counters(
         return Err(CompareError::Inconsistent { target: target.name(), sum, committed });
     }
     Ok(())
-}
-
-/// The median, smallest and largest of `values` (zeros when empty).
-pub fn median_min_max(values: &mut [f64]) -> (f64, f64, f64) {
-    if values.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    let median =
-        if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 };
-    (median, values[0], values[values.len() - 1])
 }
 
 /// The system the ratio line divides by.

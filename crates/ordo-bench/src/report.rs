@@ -2,6 +2,18 @@
 
 use std::time::Duration;
 
+/// The median, smallest and largest of `values` (zeros when empty); sorts `values`.
+pub fn median_min_max(values: &mut [f64]) -> (f64, f64, f64) {
+    if values.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    let median =
+        if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 };
+    (median, values[0], values[values.len() - 1])
+}
+
 /// Serialises a duration as milliseconds.
 pub fn duration_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_millis() as u64)

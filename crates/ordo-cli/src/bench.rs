@@ -449,6 +449,22 @@ pub(crate) fn open_clocks(
     Ok(clocks)
 }
 
+/// Appends `lines` (JSON records) to the results file `path` (`--out`).
+pub(crate) fn append_lines(path: &Path, lines: &[String]) -> Result<(), CliError> {
+    let mut file =
+        std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+            CliError::ResultsFile { path: path.to_path_buf(), action: "open", source }
+        })?;
+    for line in lines {
+        writeln!(file, "{line}").map_err(|source| CliError::ResultsFile {
+            path: path.to_path_buf(),
+            action: "append to",
+            source,
+        })?;
+    }
+    Ok(())
+}
+
 pub(crate) fn progress_bar(total: usize) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(
         Some(u64::try_from(total).unwrap_or(u64::MAX)),

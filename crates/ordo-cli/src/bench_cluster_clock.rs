@@ -106,18 +106,7 @@ pub(crate) fn run_cluster_clock(args: &ClusterClockArgs) -> Result<(), CliError>
         })
         .collect();
     if let Some(path) = &args.out {
-        use std::io::Write as _;
-        let mut file =
-            std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
-                CliError::ResultsFile { path: path.clone(), action: "open", source }
-            })?;
-        for line in &lines {
-            writeln!(file, "{line}").map_err(|source| CliError::ResultsFile {
-                path: path.clone(),
-                action: "append to",
-                source,
-            })?;
-        }
+        crate::bench::append_lines(path, &lines)?;
     }
     if args.json {
         for line in &lines {

@@ -466,3 +466,28 @@ fn etcd_compare_measures_etcd_and_reports_the_ordo_side_absent() {
     refused(&["bench", "etcd-compare", "--only", "ordo"], "nothing to measure: ordo: cluster");
     refused(&["bench", "etcd-compare", "--clients", "1,0"], "at least 1");
 }
+
+/// `ordo bench cluster-clock`: a brief grid prints its table, writes its records and draws its
+/// figure; a single node or a logical clock is refused.
+#[test]
+fn cluster_clock_bench_measures_and_plots() {
+    let dir = scratch("cluster-clock");
+    let plot = dir.join("clock.svg");
+    let out = dir.join("clock.jsonl");
+    let brief = ["bench", "cluster-clock", "--sync-rates", "1000", "--duration-ms", "50"];
+    let table = succeeds(
+        &[
+            &brief[..],
+            &["--nodes", "2", "--repetitions", "1"],
+            &["--plot", plot.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_rows(&table, &["U-L us median", "    2       1000"]);
+    assert!(std::fs::read_to_string(&plot).unwrap().contains("uncertainty U − L"));
+    let records = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(records.lines().count(), 1, "{records}");
+    refused(&[&brief[..], &["--nodes", "1"]].concat(), "at least 2");
+    refused(&[&brief[..], &["--clock", "logical"]].concat(), "cannot be synchronised");
+    let _ = std::fs::remove_dir_all(&dir);
+}
