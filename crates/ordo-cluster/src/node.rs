@@ -41,6 +41,9 @@ use crate::metrics::NodeMetrics;
 use crate::transport::{Handler, Limits, Peer, Server, TransportError};
 use crate::wire::Body;
 
+/// The nice value of the lease and clock-sync thread (lower runs first).
+const LEASE_NICE: i32 = -10;
+
 /// How long after start a node waits for a peer's first lease renewal before suspecting it.
 pub const STARTUP_GRACE: Duration = Duration::from_secs(2);
 
@@ -565,6 +568,13 @@ async fn watch_config(shared: Arc<NodeShared>, store: ConfigStore) {
 
 /// The dedicated lease and clock-sync thread (module docs).
 fn lease_thread(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
+    // FaRM runs leases and clock sync on a high-priority thread: a stalled renewal is a false
+    // suspicion and a late sync reply widens the clock. Raising this thread's priority needs
+    // CAP_SYS_NICE; without it the thread runs at normal priority (reported once).
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), LEASE_NICE)
+    {
+        tracing::info!(node = shared.id, error = %e, "the lease thread keeps normal priority");
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
