@@ -266,7 +266,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         f: impl FnOnce(&[u64], usize) -> R,
     ) -> Result<R, Error> {
         self.check_live()?;
-        let (shared, at) = (self.shared, self.read_at());
+        let at = self.read_at();
         let w = self.worker.as_mut().expect("a live transaction holds its worker");
         if let Some(i) = w.writes.find(addr) {
             let e = w.writes.entries()[i];
@@ -275,16 +275,25 @@ impl<'db, C: Clock> Tx<'db, C> {
             }
             return Ok(f(w.writes.data(&e), e.len_bytes));
         }
+        let entry = self.read_through_owner(addr, at)?;
+        self.record_read(entry)?;
+        Ok(f(&self.w().scratch, entry.len_bytes as usize))
+    }
+
+    /// Reads `addr` at `at` through its owner into the worker's scratch buffer; a failure goes
+    /// through [`Tx::read_failed`]. Always inlined: it is the read path.
+    #[inline(always)]
+    fn read_through_owner(&mut self, addr: Addr, at: ReadAt) -> Result<ReadEntry, Error> {
+        let shared = self.shared;
+        let w = self.worker.as_mut().expect("a live transaction holds its worker");
         let read = {
             let set = shared.participants(&w.local, w.slot);
             set.owner_of(addr).read(addr, at, &mut w.scratch)
         };
-        let entry = match read {
-            Ok(entry) => entry,
-            Err(e) => return Err(self.read_failed(e)),
-        };
-        self.record_read(entry)?;
-        Ok(f(&self.w().scratch, entry.len_bytes as usize))
+        match read {
+            Ok(entry) => Ok(entry),
+            Err(e) => Err(self.read_failed(e)),
+        }
     }
 
     /// A write was buffered: the write set is not empty.
@@ -465,16 +474,7 @@ impl<'db, C: Clock> Tx<'db, C> {
     fn peek_len(&mut self, addr: Addr) -> Result<usize, Error> {
         // The head only: a blind write's lock requires a head at or below `rts`.
         let at = ReadAt { rts: self.rts, check_lock: false, old_versions: false };
-        let shared = self.shared;
-        let w = self.worker.as_mut().expect("a live transaction holds its worker");
-        let read = {
-            let set = shared.participants(&w.local, w.slot);
-            set.owner_of(addr).read(addr, at, &mut w.scratch)
-        };
-        let entry = match read {
-            Ok(entry) => entry,
-            Err(e) => return Err(self.read_failed(e)),
-        };
+        let entry = self.read_through_owner(addr, at)?;
         if !entry.header.is_allocated() {
             return Err(Error::NotAllocated { addr });
         }
