@@ -246,12 +246,9 @@ impl Handler for NodeHandler {
         }
     }
 
-    fn one_way(&self, _from: u64, body: Body) {
-        if let Body::LeaseAck { .. } = body {
-            // The third leg: the non-CM has renewed the CM's lease; nothing to record here
-            // beyond the count (the CM's view was renewed by the request).
-        }
-    }
+    // One-way messages: the only one is `LeaseAck`, the handshake's third leg, which tells the
+    // CM nothing new (its view of the non-CM was renewed by the request), so the default
+    // `one_way` that ignores it is kept.
 }
 
 /// A running node.
@@ -595,7 +592,6 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
     let mut next_renew = Instant::now();
     let mut next_check = Instant::now();
     let call_timeout = period.max(Duration::from_millis(50));
-    let _ = call_timeout;
     while !shared.stopping.load(Ordering::Acquire) {
         let config = shared.config();
         let is_cm = shared.is_cm();
