@@ -146,6 +146,27 @@ pub struct NodeConfig {
     /// How long the node keeps retrying etcd at start before giving up, in milliseconds.
     #[serde(default = "default_etcd_start_ms")]
     pub etcd_start_timeout_ms: u64,
+    /// Whether the node's engine keeps old versions (`single` or `multi`, FaRMv2 §4.4).
+    #[serde(default)]
+    pub versions: VersionsChoice,
+    /// Bytes per region (a multiple of 1 MiB). Default 64 MiB.
+    #[serde(default = "default_region_bytes")]
+    pub region_bytes: usize,
+}
+
+/// The engine's version mode, as a node file names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum VersionsChoice {
+    /// Head versions only.
+    #[default]
+    Single,
+    /// Old versions kept for snapshot reads.
+    Multi,
+}
+
+fn default_region_bytes() -> usize {
+    64 << 20
 }
 
 fn default_lease_ms() -> u32 {
@@ -186,7 +207,19 @@ impl NodeConfig {
             drift_alarm_ppm: default_drift_alarm(),
             clock: LocalClockChoice::default(),
             etcd_start_timeout_ms: default_etcd_start_ms(),
+            versions: VersionsChoice::default(),
+            region_bytes: default_region_bytes(),
         }
+    }
+
+    /// The engine configuration this file asks for.
+    pub fn engine(&self) -> ordo::Config {
+        let versions = match self.versions {
+            VersionsChoice::Single => ordo::Versions::Single,
+            VersionsChoice::Multi => ordo::Versions::Multi,
+        };
+        let heap = ordo::heap::HeapConfig { region_bytes: self.region_bytes, ..Default::default() };
+        ordo::Config { versions, heap, ..ordo::Config::default() }
     }
 
     /// Reads and checks a node's file; a relative `secret_file` is resolved against its directory.

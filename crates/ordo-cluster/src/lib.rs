@@ -40,12 +40,15 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod client;
 pub mod config;
 pub mod etcd;
 pub mod etcd_server;
 pub mod lease;
 pub mod local;
+pub mod loopback;
 pub mod metrics;
 pub mod node;
+pub mod owners;
 pub mod transport;
 pub mod wire;

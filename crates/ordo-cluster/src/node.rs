@@ -38,8 +38,10 @@ use crate::config::{ClusterConfig, ConfigError, NodeConfig, NodeId};
 use crate::etcd::{Backoff, ConfigStore, EtcdError};
 use crate::lease::LeaseTable;
 use crate::metrics::NodeMetrics;
-use crate::transport::{Handler, Limits, Peer, Server, TransportError};
+use crate::owners::{LocalBackup, Placement, RemoteOwners};
+use crate::transport::{Handler, Limits, Peer, PeerPool, Server, TransportError};
 use crate::wire::Body;
+use ordo::remote::{PartWire, ReadAt, ReadEntry, Refusal, TxKey};
 
 /// The nice value of the lease and clock-sync thread (lower runs first).
 const LEASE_NICE: i32 = -10;
@@ -65,6 +67,10 @@ pub mod codes {
     pub const UNSUPPORTED: u16 = 4;
     /// The object could not be read.
     pub const READ_FAILED: u16 = 5;
+    /// This node does not hold the copy of the region the request needs (primary or backup).
+    pub const NOT_OWNER: u16 = 6;
+    /// The request is malformed beyond what the wire decoder checks.
+    pub const BAD_REQUEST: u16 = 7;
 }
 
 /// What went wrong starting or running a node.
@@ -119,8 +125,32 @@ pub struct NodeShared {
     metrics: Arc<NodeMetrics>,
     leases: Mutex<LeaseTable>,
     stopping: AtomicBool,
-    /// The node's engine: the objects of the regions it holds (Cluster II places regions here).
+    /// The node's engine: the primary copies of its home regions and the backup copies of the
+    /// regions it backs up; its transactions reach other regions through `owners`.
     db: ordo::Ordo<Arc<NodeClock>>,
+    /// Where every region's copies are (the configuration's region map).
+    placement: Arc<Placement>,
+    /// The remote participant the engine calls.
+    owners: Arc<RemoteOwners>,
+    /// Its connections to the other members (data, apart from the lease thread's).
+    owners_pool: Arc<PeerPool>,
+}
+
+impl LocalBackup for NodeShared {
+    fn backup(
+        &self,
+        key: TxKey,
+        part: &PartWire,
+        wts: ordo_clock::Timestamp,
+    ) -> Result<(), ordo::Error> {
+        self.db.serve_backup(key, part, wts)
+    }
+
+    fn truncate(&self, key: TxKey) {
+        if let Err(e) = self.db.serve_truncate(key) {
+            tracing::error!(node = self.id, ?key, error = %e, "applying a backed-up part failed");
+        }
+    }
 }
 
 impl NodeShared {
@@ -165,6 +195,14 @@ impl NodeShared {
         }
         tracing::info!(node = self.id, seq = next.seq, "adopted cluster configuration");
         self.metrics.config_seq.store(next.seq, Ordering::Relaxed);
+        // Moving a region (a new primary or backups) is reconfiguration (Cluster III); a new
+        // region map is followed as it stands.
+        self.placement.adopt(&next);
+        for m in &next.members {
+            if let Ok(addr) = m.addr.parse::<SocketAddr>() {
+                self.owners_pool.set_addr(m.id, addr);
+            }
+        }
         let peers: Vec<NodeId> =
             next.members.iter().map(|m| m.id).filter(|&p| p != self.id).collect();
         *guard = next;
@@ -235,6 +273,106 @@ impl Handler for NodeHandler {
                     Err(e) => error_reply(codes::READ_FAILED, format!("reading {addr:?}: {e}")),
                 }
             }
+            Body::Read { addr, rts, flags } => {
+                let addr = ordo::Addr::from_raw(addr);
+                if let Some(e) = s.not_primary(addr.region()) {
+                    return e;
+                }
+                let at = ReadAt {
+                    rts: ordo_clock::Timestamp::from_nanos(rts),
+                    check_lock: flags & 1 != 0,
+                    old_versions: flags & 2 != 0,
+                };
+                let mut words = Vec::new();
+                match s.db.serve_read(addr, at, &mut words) {
+                    Ok(entry) => Body::ObjectImage {
+                        header: entry.header.raw(),
+                        len_bytes: entry.len_bytes,
+                        words,
+                    },
+                    Err(e) => declined(&e),
+                }
+            }
+            Body::StillNewest { addr, header, len_bytes, rts } => {
+                let addr = ordo::Addr::from_raw(addr);
+                if let Some(e) = s.not_primary(addr.region()) {
+                    return e;
+                }
+                let read =
+                    ReadEntry { addr, header: ordo::object::Header::from_raw(header), len_bytes };
+                match s.db.serve_still_newest(&read, ordo_clock::Timestamp::from_nanos(rts)) {
+                    Ok(flag) => Body::Done { flag },
+                    Err(e) => declined(&e),
+                }
+            }
+            Body::Reserve { len_bytes } => match s.db.serve_reserve(len_bytes as usize) {
+                Ok((addr, version)) => {
+                    Body::Reserved { addr: addr.to_raw(), version: version.as_nanos() }
+                }
+                Err(e) => declined(&e),
+            },
+            Body::Release { addr } => {
+                let addr = ordo::Addr::from_raw(addr);
+                if let Some(e) = s.not_primary(addr.region()) {
+                    return e;
+                }
+                done(s.db.serve_release(addr))
+            }
+            Body::Lock { tx, region, entries, words } => {
+                if let Some(e) = s.not_primary(region) {
+                    return e;
+                }
+                let key = TxKey { coordinator: from, tx, region };
+                done(s.db.serve_lock(key, &PartWire { entries, words }))
+            }
+            Body::Validate { reads } => {
+                if reads.len() % 3 != 0 {
+                    return error_reply(codes::BAD_REQUEST, "VALIDATE of partial reads".into());
+                }
+                let reads: Vec<ReadEntry> = reads
+                    .chunks_exact(3)
+                    .map(|r| ReadEntry {
+                        addr: ordo::Addr::from_raw(r[0]),
+                        header: ordo::object::Header::from_raw(r[1]),
+                        len_bytes: u32::try_from(r[2]).unwrap_or(u32::MAX),
+                    })
+                    .collect();
+                if let Some(e) = reads.iter().find_map(|r| s.not_primary(r.addr.region())) {
+                    return e;
+                }
+                done(s.db.serve_validate(&reads))
+            }
+            Body::CommitBackup { tx, region, wts, entries, words, truncate } => {
+                s.truncate_all(from, &truncate);
+                if !s.placement.is_backup(region, s.id) {
+                    return error_reply(
+                        codes::NOT_OWNER,
+                        format!("node {} is not a backup of region {region}", s.id),
+                    );
+                }
+                let key = TxKey { coordinator: from, tx, region };
+                let part = PartWire { entries, words };
+                done(s.db.serve_backup(key, &part, ordo_clock::Timestamp::from_nanos(wts)))
+            }
+            Body::CommitPrimary { tx, region, wts } => {
+                if let Some(e) = s.not_primary(region) {
+                    return e;
+                }
+                let key = TxKey { coordinator: from, tx, region };
+                done(s.db.serve_commit_primary(key, ordo_clock::Timestamp::from_nanos(wts)))
+            }
+            Body::Abort { tx, region, allocs } => {
+                if let Some(e) = s.not_primary(region) {
+                    return e;
+                }
+                let key = TxKey { coordinator: from, tx, region };
+                let allocs: Vec<ordo::Addr> =
+                    allocs.into_iter().map(ordo::Addr::from_raw).collect();
+                done(s.db.serve_abort(key, &allocs))
+            }
+            Body::ConfigRequest => Body::ConfigReply {
+                json: String::from_utf8_lossy(&s.config().to_json()).into_owned(),
+            },
             Body::StatusRequest => Body::StatusReply {
                 node_id: s.id,
                 config_seq: s.seq(),
@@ -246,9 +384,47 @@ impl Handler for NodeHandler {
         }
     }
 
-    // One-way messages: the only one is `LeaseAck`, the handshake's third leg, which tells the
-    // CM nothing new (its view of the non-CM was renewed by the request), so the default
-    // `one_way` that ignores it is kept.
+    // One-way messages: `Truncate` applies backed-up parts. `LeaseAck`, the lease handshake's
+    // third leg, tells the CM nothing new (its view of the non-CM was renewed by the request)
+    // and is dropped, as is anything else.
+    fn one_way(&self, from: u64, body: Body) {
+        if let Body::Truncate { truncate } = body {
+            self.shared.truncate_all(from, &truncate);
+        }
+    }
+}
+
+/// The engine's refusal as a reply.
+fn declined(e: &ordo::Error) -> Body {
+    let r = Refusal::of(e);
+    Body::Declined { code: r.code, addr: r.addr, a: r.a, b: r.b, message: e.to_string() }
+}
+
+/// `Done` or the refusal.
+fn done(r: Result<(), ordo::Error>) -> Body {
+    match r {
+        Ok(()) => Body::Done { flag: true },
+        Err(e) => declined(&e),
+    }
+}
+
+impl NodeShared {
+    /// `None` if this node is `region`'s primary, else the `NOT_OWNER` reply.
+    fn not_primary(&self, region: u16) -> Option<Body> {
+        (self.placement.primary(region) != Some(self.id)).then(|| {
+            error_reply(
+                codes::NOT_OWNER,
+                format!("node {} is not the primary of region {region}", self.id),
+            )
+        })
+    }
+
+    /// Applies the backed-up parts of `coordinator`'s transactions `truncate`.
+    fn truncate_all(&self, coordinator: u64, truncate: &[(u64, u16)]) {
+        for &(tx, region) in truncate {
+            LocalBackup::truncate(self, TxKey { coordinator, tx, region });
+        }
+    }
 }
 
 /// A running node.
@@ -269,6 +445,18 @@ impl Node {
         file: NodeConfig,
         source: ConfigSource,
         local: LocalClock,
+    ) -> Result<Node, NodeError> {
+        let engine = file.engine();
+        Self::start_with(file, source, local, engine)
+    }
+
+    /// [`Node::start`] with an engine configuration of the caller's (tests: isolation options,
+    /// small regions).
+    pub fn start_with(
+        file: NodeConfig,
+        source: ConfigSource,
+        local: LocalClock,
+        engine: ordo::Config,
     ) -> Result<Node, NodeError> {
         let secret = Secret::from_file(&file.secret_file).map_err(|e| ConfigError::Secret {
             path: file.secret_file.clone(),
@@ -311,21 +499,41 @@ impl Node {
             leases.expect(config.cm, now);
         }
         let clock = Arc::new(clock);
-        let db = ordo::Ordo::with_clock(ordo::Config::default(), clock.clone())
+        let limits = Limits::default();
+        let placement = Arc::new(Placement::new(&config));
+        let owners_pool = Arc::new(PeerPool::new(file.id, &file.cluster, secret.clone(), limits));
+        for m in &config.members {
+            if let Ok(addr) = m.addr.parse::<SocketAddr>() {
+                owners_pool.set_addr(m.id, addr);
+            }
+        }
+        let owners = RemoteOwners::new(
+            file.id,
+            placement.clone(),
+            owners_pool.clone(),
+            runtime.handle().clone(),
+            limits.call_timeout,
+        );
+        let home = placement.primaries_of(file.id);
+        let db = ordo::Ordo::with_remote(engine, clock.clone(), owners.clone(), home)
             .map_err(|e| NodeError::Engine(e.to_string()))?;
         let shared = Arc::new(NodeShared {
             id: file.id,
             cluster: file.cluster.clone(),
             file: file.clone(),
             db,
+            placement,
+            owners: owners.clone(),
+            owners_pool,
             clock,
             config: RwLock::new(config),
             metrics,
             leases: Mutex::new(leases),
             stopping: AtomicBool::new(false),
         });
+        let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
+        owners.set_local(weak);
 
-        let limits = Limits::default();
         let handler = Arc::new(NodeHandler { shared: shared.clone() });
         let listen: SocketAddr = file.listen.parse().map_err(|_| ConfigError::Field {
             path: "node configuration".into(),
@@ -405,6 +613,16 @@ impl Node {
     /// disabled (before the first sync).
     pub fn db(&self) -> &ordo::Ordo<Arc<NodeClock>> {
         &self.shared.db
+    }
+
+    /// The remote participant the node's engine uses (round trips, pending truncations).
+    pub fn owners(&self) -> &Arc<RemoteOwners> {
+        &self.shared.owners
+    }
+
+    /// Where every region's copies are.
+    pub fn placement(&self) -> &Arc<Placement> {
+        &self.shared.placement
     }
 
     /// The node's metrics.
@@ -669,38 +887,41 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
     }
 }
 
-async fn sync_once(shared: &NodeShared, peer: &Peer, timeout: Duration) {
-    let start = shared.clock.begin_sync();
+/// One clock synchronisation of `clock` with the CM on `peer` (FaRMv2 Fig. 2).
+pub(crate) async fn sync_clock(
+    clock: &NodeClock,
+    peer: &Peer,
+    timeout: Duration,
+) -> Result<ordo_clock::SyncOutcome, String> {
+    let start = clock.begin_sync();
     match peer.call_timeout(Body::ClockSyncRequest, timeout).await {
         Ok(Body::ClockSyncReply { master_time: Some((lo, hi)) }) => {
             let cm = Interval::new(
                 ordo_clock::Timestamp::from_nanos(lo),
                 ordo_clock::Timestamp::from_nanos(hi),
             );
-            match shared.clock.finish_sync(start, cm) {
-                Ok(outcome) => {
-                    shared.metrics.sample_sync(outcome.rtt_nanos);
-                    if outcome.enabled_now {
-                        tracing::info!(
-                            node = shared.id,
-                            rtt_ns = outcome.rtt_nanos,
-                            "clock enabled by the first sync"
-                        );
-                    }
-                }
-                Err(e) => {
-                    shared.metrics.sync_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(node = shared.id, error = %e, "clock sync rejected");
-                }
-            }
+            clock.finish_sync(start, cm).map_err(|e| format!("sync rejected: {e}"))
         }
-        Ok(other) => {
-            shared.metrics.sync_failures.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(reply = other.name(), "clock sync refused");
+        Ok(other) => Err(format!("refused: {}", other.name())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn sync_once(shared: &NodeShared, peer: &Peer, timeout: Duration) {
+    match sync_clock(&shared.clock, peer, timeout).await {
+        Ok(outcome) => {
+            shared.metrics.sample_sync(outcome.rtt_nanos);
+            if outcome.enabled_now {
+                tracing::info!(
+                    node = shared.id,
+                    rtt_ns = outcome.rtt_nanos,
+                    "clock enabled by the first sync"
+                );
+            }
         }
         Err(e) => {
             shared.metrics.sync_failures.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(error = %e, "clock sync failed");
+            tracing::debug!(node = shared.id, error = %e, "clock sync failed");
         }
     }
 }

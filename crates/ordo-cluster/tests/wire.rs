@@ -128,8 +128,47 @@ fn body() -> impl Strategy<Value = Body> {
         any::<u64>().prop_map(|addr| Body::ReadObject { addr }),
         (any::<u64>(), any::<u32>(), prop::collection::vec(any::<u64>(), 0..40))
             .prop_map(|(header, len_bytes, words)| Body::ObjectImage { header, len_bytes, words }),
+        (any::<u64>(), any::<u64>(), any::<u8>())
+            .prop_map(|(addr, rts, flags)| Body::Read { addr, rts, flags }),
+        (any::<u64>(), any::<u64>(), any::<u32>(), any::<u64>()).prop_map(
+            |(addr, header, len_bytes, rts)| Body::StillNewest { addr, header, len_bytes, rts }
+        ),
+        any::<u32>().prop_map(|len_bytes| Body::Reserve { len_bytes }),
+        (any::<u64>(), any::<u64>()).prop_map(|(addr, version)| Body::Reserved { addr, version }),
+        any::<u64>().prop_map(|addr| Body::Release { addr }),
+        (any::<u64>(), any::<u16>(), words(), words())
+            .prop_map(|(tx, region, entries, words)| Body::Lock { tx, region, entries, words }),
+        words().prop_map(|reads| Body::Validate { reads }),
+        (any::<u64>(), any::<u16>(), any::<u64>(), words(), words(), truncations()).prop_map(
+            |(tx, region, wts, entries, words, truncate)| Body::CommitBackup {
+                tx,
+                region,
+                wts,
+                entries,
+                words,
+                truncate
+            }
+        ),
+        (any::<u64>(), any::<u16>(), any::<u64>())
+            .prop_map(|(tx, region, wts)| Body::CommitPrimary { tx, region, wts }),
+        truncations().prop_map(|truncate| Body::Truncate { truncate }),
+        (any::<u64>(), any::<u16>(), words())
+            .prop_map(|(tx, region, allocs)| Body::Abort { tx, region, allocs }),
+        (any::<u16>(), any::<u64>(), any::<u64>(), any::<u64>(), string())
+            .prop_map(|(code, addr, a, b, message)| Body::Declined { code, addr, a, b, message }),
+        Just(Body::ConfigRequest),
+        string().prop_map(|json| Body::ConfigReply { json }),
+        any::<bool>().prop_map(|flag| Body::Done { flag }),
         (any::<u16>(), string()).prop_map(|(code, message)| Body::Error { code, message }),
     ]
+}
+
+fn words() -> impl Strategy<Value = Vec<u64>> {
+    prop::collection::vec(any::<u64>(), 0..12)
+}
+
+fn truncations() -> impl Strategy<Value = Vec<(u64, u16)>> {
+    prop::collection::vec((any::<u64>(), any::<u16>()), 0..6)
 }
 
 fn message() -> impl Strategy<Value = Message> {
@@ -168,6 +207,28 @@ fn one_of_each() -> Vec<Body> {
         },
         Body::ReadObject { addr: 0xdead_beef },
         Body::ObjectImage { header: 1, len_bytes: 12, words: vec![1, 2] },
+        Body::Read { addr: 0x1_0000_0040, rts: 99, flags: 3 },
+        Body::StillNewest { addr: 0x1_0000_0040, header: 1 << 62, len_bytes: 8, rts: 100 },
+        Body::Reserve { len_bytes: 24 },
+        Body::Reserved { addr: 0x2_0000_0040, version: 0 },
+        Body::Release { addr: 0x2_0000_0040 },
+        Body::Lock { tx: 7, region: 2, entries: vec![0x2_0000_0040, 8 << 8, 5], words: vec![9] },
+        Body::Validate { reads: vec![0x1_0000_0040, 1 << 62, 8] },
+        Body::CommitBackup {
+            tx: 7,
+            region: 2,
+            wts: 120,
+            entries: vec![0x2_0000_0040, 8 << 8, 5],
+            words: vec![9],
+            truncate: vec![(6, 2), (5, 3)],
+        },
+        Body::CommitPrimary { tx: 7, region: 2, wts: 120 },
+        Body::Truncate { truncate: vec![(7, 2)] },
+        Body::Abort { tx: 8, region: 3, allocs: vec![0x3_0000_0040] },
+        Body::Declined { code: 3, addr: 0x3_0000_0040, a: 0, b: 0, message: "busy".into() },
+        Body::ConfigRequest,
+        Body::ConfigReply { json: "{}".into() },
+        Body::Done { flag: true },
         Body::Error { code: 2, message: "unsupported".into() },
     ]
 }
@@ -333,11 +394,26 @@ fn tags_are_pinned() {
         (0x18, "StatusReply"),
         (0x19, "ReadObject"),
         (0x1a, "ObjectImage"),
+        (0x20, "Read"),
+        (0x21, "StillNewest"),
+        (0x22, "Reserve"),
+        (0x23, "Reserved"),
+        (0x24, "Release"),
+        (0x25, "Lock"),
+        (0x26, "Validate"),
+        (0x27, "CommitBackup"),
+        (0x28, "CommitPrimary"),
+        (0x29, "Truncate"),
+        (0x2a, "Abort"),
+        (0x2b, "Declined"),
+        (0x2c, "ConfigRequest"),
+        (0x2d, "ConfigReply"),
+        (0x2e, "Done"),
         (0x1f, "Error"),
     ];
     let actual: Vec<(u8, &str)> = tag::ALL.iter().map(|&t| (t, tag::name(t).unwrap())).collect();
     assert_eq!(actual, expected);
-    assert_eq!(PROTOCOL_VERSION, 1);
+    assert_eq!(PROTOCOL_VERSION, 2);
 }
 
 #[test]
@@ -347,7 +423,7 @@ fn golden_bytes_of_a_ping_request() {
     #[rustfmt::skip]
     let expected = [
         19, 0, 0, 0,                    // body length
-        1,                              // version
+        2,                              // version
         1,                              // kind: Request
         0x2a, 0, 0, 0, 0, 0, 0, 0,      // request id
         0x10,                           // tag: Ping
@@ -369,7 +445,7 @@ fn golden_bytes_of_a_status_reply() {
     #[rustfmt::skip]
     let expected = [
         51, 0, 0, 0,
-        1, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0x18,
+        2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0x18,
         2, 0, 0, 0, 0, 0, 0, 0,         // node_id
         3, 0, 0, 0, 0, 0, 0, 0,         // config_seq
         2, 0, 0, 0, b'c', b'm',         // role
@@ -384,7 +460,7 @@ fn golden_bytes_of_a_status_reply() {
 // ---------------------------------------------------------------------------------------------
 // Typed errors
 
-/// A body header (version 1, `kind`, request id 0, `tag`) followed by `fields`.
+/// A body header (this version, `kind`, request id 0, `tag`) followed by `fields`.
 fn raw_body(kind: Kind, tag: u8, fields: &[u8]) -> Vec<u8> {
     let mut b = vec![PROTOCOL_VERSION, kind.code()];
     b.extend_from_slice(&0u64.to_le_bytes());
@@ -415,7 +491,7 @@ fn encoding_above_the_frame_limit_is_refused() {
 
 #[test]
 fn unknown_tag_and_tag_zero() {
-    for bad in [0x00, 0x06, 0x20, 0xff] {
+    for bad in [0x00, 0x06, 0x2f, 0xff] {
         let got = Message::decode_body(&raw_body(Kind::Request, bad, &[]));
         assert_eq!(got, Err(WireError::UnknownTag { tag: bad, at: 10 }));
     }
@@ -424,8 +500,8 @@ fn unknown_tag_and_tag_zero() {
 #[test]
 fn bad_version() {
     let mut b = raw_body(Kind::Request, tag::PING, &[0; 8]);
-    b[0] = 2;
-    assert_eq!(Message::decode_body(&b), Err(WireError::BadVersion { found: 2, expected: 1 }));
+    b[0] = 1;
+    assert_eq!(Message::decode_body(&b), Err(WireError::BadVersion { found: 1, expected: 2 }));
 }
 
 #[test]

@@ -10,6 +10,7 @@ use crate::error::{AbortKind, Error};
 use crate::gc::{GcRound, GcState};
 use crate::heap::{Heap, HeapConfig};
 use crate::mvcc::{BudgetPolicy, VersionArena, VersionStats};
+use crate::txn::participant::cluster::ClusterSet;
 use crate::txn::participant::{LocalParticipant, LocalScratch, One, Participants};
 use crate::txn::{Options, Tx};
 use crate::worker::{self, SlotHome, ThreadSlot, Worker};
@@ -127,6 +128,10 @@ pub(crate) struct Shared<C> {
     pub(crate) gc: GcState,
     pub(crate) config: Config,
     pub(crate) durable: Option<crate::durable::Durable>,
+    /// The network half of the participant seam, in a cluster (see `crate::remote`).
+    pub(crate) remote: Option<Arc<dyn crate::remote::Remote>>,
+    /// What this database serves to remote coordinators, in a cluster.
+    pub(crate) serve: crate::remote::ServeState,
     slots: Box<[CachePadded<ThreadSlot>]>,
     free_slots: Mutex<Vec<usize>>,
     weak_self: Weak<dyn SlotHome>,
@@ -162,11 +167,31 @@ impl<C: Clock> Shared<C> {
         One(LocalParticipant::new(&self.heap, &self.versions, local).with_log(log, slot))
     }
 
+    /// The participants of a database with a [`Remote`](crate::remote::Remote): per region the
+    /// local participant or the remote, for commit attempt `tx`.
+    #[inline]
+    pub(crate) fn cluster_participants<'a>(
+        &'a self,
+        hook: &'a dyn crate::remote::Remote,
+        local: &'a LocalScratch,
+        slot: usize,
+        tx: u64,
+    ) -> ClusterSet<'a> {
+        let log = self.durable.as_ref().map(|d| &d.log);
+        let local = LocalParticipant::new(&self.heap, &self.versions, local).with_log(log, slot);
+        ClusterSet::new(local, hook, tx)
+    }
+
     /// This thread's worker: cached, or new with a fresh slot.
     pub(crate) fn worker(&self) -> Result<Box<Worker>, Error> {
         if let Some(w) = worker::take_cached(self.id) {
             return Ok(w);
         }
+        self.new_worker()
+    }
+
+    /// A new worker with a fresh slot (not from the thread's cache).
+    pub(crate) fn new_worker(&self) -> Result<Box<Worker>, Error> {
         let slot =
             self.free_slots.lock().unwrap_or_else(|e| e.into_inner()).pop().ok_or_else(|| {
                 Error::Config(format!(
@@ -184,6 +209,7 @@ impl<C: Clock> Shared<C> {
             scratch: Vec::new(),
             local: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((slot as u64 + 1) << 17),
+            tx_seq: 0,
         }))
     }
 }
@@ -222,11 +248,41 @@ impl<C: Clock> Ordo<C> {
         Self::with_clock_scanned(config, clock, None)
     }
 
+    /// Opens an in-memory database that is one member (or a client) of a cluster: regions in
+    /// `home` are this process's primaries, and allocation opens only them; every other region
+    /// is reached through `remote` (see [`crate::remote`]). A client passes no home regions.
+    pub fn with_remote(
+        config: Config,
+        clock: C,
+        remote: Arc<dyn crate::remote::Remote>,
+        home: Vec<u16>,
+    ) -> Result<Self, Error> {
+        if config.durability.is_some() {
+            return Err(Error::Config(
+                "a cluster member's database is in memory in this version; durable members \
+                 log COMMIT-BACKUP records in a later one"
+                    .into(),
+            ));
+        }
+        let db = Self::with_parts(config, clock, None, Some(remote))?;
+        db.shared.heap.set_home_regions(home);
+        Ok(db)
+    }
+
     /// [`Ordo::with_clock`], reusing a scan of the durable directory made just before.
     fn with_clock_scanned(
         config: Config,
         clock: C,
         scanned: Option<crate::durable::recovery::Scan>,
+    ) -> Result<Self, Error> {
+        Self::with_parts(config, clock, scanned, None)
+    }
+
+    fn with_parts(
+        config: Config,
+        clock: C,
+        scanned: Option<crate::durable::recovery::Scan>,
+        remote: Option<Arc<dyn crate::remote::Remote>>,
     ) -> Result<Self, Error> {
         if config.threads_max == 0 {
             return Err(Error::Config("threads_max must be at least 1".into()));
@@ -270,6 +326,8 @@ impl<C: Clock> Ordo<C> {
             gc: GcState::default(),
             config,
             durable,
+            remote,
+            serve: Default::default(),
             slots: (0..threads_max).map(|_| CachePadded::new(ThreadSlot::default())).collect(),
             free_slots: Mutex::new((0..threads_max).rev().collect()),
             weak_self: weak.clone() as Weak<dyn SlotHome>,
@@ -305,8 +363,7 @@ impl<C: Clock> Ordo<C> {
         Self::with_clock_scanned(config, make_clock(ordo_clock::Timestamp::from_nanos(ts)), scanned)
     }
 
-    /// The shared state, for the crate's unit tests.
-    #[cfg(test)]
+    /// The shared state (the crate's unit tests, the serving side of `crate::remote`).
     pub(crate) fn shared(&self) -> &Shared<C> {
         &self.shared
     }

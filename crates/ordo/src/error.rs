@@ -135,6 +135,10 @@ pub enum ParticipantFailure {
     /// The owner's answer did not decode or broke the protocol.
     #[error("the owner's answer broke the protocol")]
     Protocol,
+    /// The owner refused the request with an error that has no typed form here (its message
+    /// is in the owner's and the caller's logs).
+    #[error("the owner refused the request")]
+    Refused,
 }
 
 /// The step of a transaction a participant failed at (the messages of FaRMv2 Fig. 3).

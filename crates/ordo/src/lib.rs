@@ -50,6 +50,8 @@ mod mvcc;
 pub mod object;
 #[cfg(not(loom))]
 pub mod oplog;
+#[cfg(not(loom))]
+pub mod remote;
 pub mod rlu;
 mod sync;
 #[cfg(not(loom))]

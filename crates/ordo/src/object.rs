@@ -293,6 +293,23 @@ impl<'a> ObjectRef<'a> {
         self.words[0].store(Header::version(wts, allocated).raw(), Ordering::Release);
     }
 
+    /// Replaces the head version by `wts` without a transaction's lock: a backup applying a
+    /// committed write (Cluster II). Sets LOCK first (`AcqRel` swap, as `try_lock` would), so a
+    /// concurrent reader retries instead of seeing a torn image, then installs.
+    #[inline]
+    pub(crate) fn overwrite(
+        self,
+        wts: Timestamp,
+        allocated: bool,
+        len_bytes: usize,
+        payload: &[u64],
+    ) {
+        let old = self.words[0].load(Ordering::Relaxed);
+        // AcqRel: as try_lock's CAS; pairs with readers' Acquire loads of word 0.
+        self.words[0].swap(old | LOCK_BIT, Ordering::AcqRel);
+        self.install(wts, allocated, len_bytes, 0, payload);
+    }
+
     /// The length of the head version; meaningful while the caller holds the lock.
     #[inline]
     pub fn head_len_bytes(self) -> usize {

@@ -68,6 +68,8 @@ pub(crate) struct Worker {
     /// The local participant's per-thread state (old-version cursor, lock-token vector).
     pub(crate) local: crate::txn::participant::LocalScratch,
     pub(crate) rng: u64,
+    /// Commit attempts made by this worker: with the slot, names an attempt to remote owners.
+    pub(crate) tx_seq: u64,
 }
 
 impl Drop for Worker {

@@ -9,8 +9,9 @@
 //! * `0x01..=0x0f` are handshake messages ([`HANDSHAKE_TAG_MAX`]); they travel only in
 //!   [`super::Kind::Handshake`] frames, and only handshake messages do.
 //! * `0x10..=0x1f` are the Cluster I application messages.
-//! * `0x20..=0x2f` are reserved for Cluster II (LOCK, VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY,
-//!   TRUNCATE).
+//! * `0x20..=0x2f` are the Cluster II messages: the participant protocol (READ, LOCK,
+//!   VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT, slot reservation) and a
+//!   client's configuration request. `0x2f` is free.
 //!
 //! A `const` block checks that tags are distinct and non-zero. Changing a tag or a field's
 //! type or order changes the format: bump [`super::PROTOCOL_VERSION`] and the golden-bytes test.
@@ -206,6 +207,123 @@ messages! {
         len_bytes: u32,
         /// The data words.
         words: Vec<u64>,
+    },
+    /// Cluster II, READ: the newest version of an object at or below `rts`, served by the
+    /// primary's network task (answered with `ObjectImage`).
+    READ = 0x20 => Read {
+        /// The object's address.
+        addr: u64,
+        /// The read timestamp.
+        rts: u64,
+        /// Bit 0: a locked head aborts the read; bit 1: old versions may be read.
+        flags: u8,
+    },
+    /// Revalidation of an optimistic read (answered with `Done`).
+    STILL_NEWEST = 0x21 => StillNewest {
+        /// The object's address.
+        addr: u64,
+        /// The header word it was read at.
+        header: u64,
+        /// Its length when read.
+        len_bytes: u32,
+        /// The read timestamp.
+        rts: u64,
+    },
+    /// Reserves a slot at a primary (answered with `Reserved`).
+    RESERVE = 0x22 => Reserve {
+        /// The object's length in bytes.
+        len_bytes: u32,
+    },
+    /// A reserved slot and the version it holds.
+    RESERVED = 0x23 => Reserved {
+        /// The slot's address.
+        addr: u64,
+        /// The version (write timestamp) the slot holds.
+        version: u64,
+    },
+    /// Gives back a reserved slot (answered with `Done`).
+    RELEASE = 0x24 => Release {
+        /// The slot's address.
+        addr: u64,
+    },
+    /// LOCK one region's part of a transaction (answered with `Done` or `Declined`).
+    LOCK = 0x25 => Lock {
+        /// The attempt's number at its coordinator.
+        tx: u64,
+        /// The region.
+        region: u16,
+        /// Three words per entry (`ordo::remote::PartWire`).
+        entries: Vec<u64>,
+        /// The payload words.
+        words: Vec<u64>,
+    },
+    /// VALIDATE reads owned by the receiver (answered with `Done` or `Declined`).
+    VALIDATE = 0x26 => Validate {
+        /// Three words per read: address, header word, length.
+        reads: Vec<u64>,
+    },
+    /// COMMIT-BACKUP of one region's part to one of its backups (answered with `Done`).
+    COMMIT_BACKUP = 0x27 => CommitBackup {
+        /// The attempt's number at its coordinator.
+        tx: u64,
+        /// The region.
+        region: u16,
+        /// The write timestamp.
+        wts: u64,
+        /// Three words per entry (`ordo::remote::PartWire`).
+        entries: Vec<u64>,
+        /// The payload words.
+        words: Vec<u64>,
+        /// Truncations piggybacked: `(tx, region)` of earlier transactions.
+        truncate: Vec<(u64, u16)>,
+    },
+    /// COMMIT-PRIMARY of the part locked for `(tx, region)` (answered with `Done`).
+    COMMIT_PRIMARY = 0x28 => CommitPrimary {
+        /// The attempt's number at its coordinator.
+        tx: u64,
+        /// The region.
+        region: u16,
+        /// The write timestamp.
+        wts: u64,
+    },
+    /// TRUNCATE (one-way): the backups may apply these transactions' parts.
+    TRUNCATE = 0x29 => Truncate {
+        /// `(tx, region)` of each transaction.
+        truncate: Vec<(u64, u16)>,
+    },
+    /// ABORT one region's part (answered with `Done`).
+    ABORT = 0x2a => Abort {
+        /// The attempt's number at its coordinator.
+        tx: u64,
+        /// The region.
+        region: u16,
+        /// Slots reserved for the part's allocations (released if LOCK never got there).
+        allocs: Vec<u64>,
+    },
+    /// The engine declined a request: an abort or a typed error (`ordo::remote::Refusal`).
+    DECLINED = 0x2b => Declined {
+        /// The error's code.
+        code: u16,
+        /// The address it concerns.
+        addr: u64,
+        /// Further fields.
+        a: u64,
+        /// Further fields.
+        b: u64,
+        /// The error as text.
+        message: String,
+    },
+    /// Asks a node for the cluster configuration it is in (answered with `ConfigReply`).
+    CONFIG_REQUEST = 0x2c => ConfigRequest,
+    /// The configuration, as stored in etcd (JSON).
+    CONFIG_REPLY = 0x2d => ConfigReply {
+        /// The configuration document.
+        json: String,
+    },
+    /// A request succeeded; `flag` carries a yes/no answer where one is asked.
+    DONE = 0x2e => Done {
+        /// The answer.
+        flag: bool,
     },
     /// A request could not be served.
     ERROR = 0x1f => Error {

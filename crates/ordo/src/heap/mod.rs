@@ -179,6 +179,9 @@ pub(crate) struct Heap {
     reclaimed: AtomicU64,
     /// Heap files of a durable database: new regions get a file each.
     backing: Option<std::sync::Arc<crate::durable::HeapFiles>>,
+    /// A cluster node's home regions (those it is primary of), in the order allocation uses
+    /// them; `None` creates regions 0, 1, 2, … (the embedded engine).
+    home: Mutex<Option<Vec<u16>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -197,6 +200,7 @@ impl Heap {
             emptied: Mutex::new(Vec::new()),
             reclaimed: AtomicU64::new(0),
             backing: None,
+            home: Mutex::new(None),
         };
         Ok(heap)
     }
@@ -417,34 +421,153 @@ impl Heap {
     fn fresh_slab(&self) -> Result<SlabId, Error> {
         let mut fresh = lock(&self.fresh);
         if fresh.is_empty() {
-            let id = self.region_count.load(Ordering::Acquire);
-            if id >= self.config.regions_max {
-                return Err(Error::OutOfMemory {
-                    regions: id,
-                    region_bytes: self.config.region_bytes,
-                });
-            }
-            let bytes = self.config.region_bytes;
-            let memory = match &self.backing {
-                Some(files) => files.create_region(id as u16, bytes)?,
-                None => RegionMemory::anonymous(bytes).map_err(|e| Error::RegionMap {
-                    region: id as u16,
-                    bytes,
-                    reason: e.to_string(),
-                })?,
-            };
-            let slab_count = bytes / SLAB_BYTES;
-            let region =
-                Region { memory, slabs: (0..slab_count).map(|_| SlabMeta::default()).collect() };
-            if self.regions[id].set(region).is_err() {
-                unreachable!("region ids are handed out under the fresh-slab lock");
-            }
-            self.region_count.store(id + 1, Ordering::Release);
+            let id = self.next_region()?;
+            let slab_count = self.config.region_bytes / SLAB_BYTES;
+            self.create_region(id)?;
             fresh.extend(
                 (0..slab_count as u32).rev().map(|slab| SlabId { region: id as u16, slab }),
             );
         }
         Ok(fresh.pop().expect("refilled above"))
+    }
+
+    /// The id of the next region allocation may open: the next unused one in order, or — on a
+    /// cluster node — the next home region not yet created.
+    fn next_region(&self) -> Result<usize, Error> {
+        let created = self.region_count.load(Ordering::Acquire);
+        let out_of_memory =
+            || Error::OutOfMemory { regions: created, region_bytes: self.config.region_bytes };
+        match &*lock(&self.home) {
+            None if created >= self.config.regions_max => Err(out_of_memory()),
+            None => Ok(created),
+            Some(home) => home
+                .iter()
+                .map(|&r| r as usize)
+                .find(|&r| r < self.regions.len() && self.regions[r].get().is_none())
+                .ok_or_else(out_of_memory),
+        }
+    }
+
+    /// Creates region `id` (zero-filled, no slab classed). Callers hold the fresh-slab lock or
+    /// the backup lock; the `OnceLock` makes a second creation of one id harmless.
+    fn create_region(&self, id: usize) -> Result<&Region, Error> {
+        let Some(cell) = self.regions.get(id) else {
+            return Err(Error::InvalidAddress { addr: Addr::new(id as u16, 0) });
+        };
+        if let Some(region) = cell.get() {
+            return Ok(region);
+        }
+        let bytes = self.config.region_bytes;
+        let memory = match &self.backing {
+            Some(files) => files.create_region(id as u16, bytes)?,
+            None => RegionMemory::anonymous(bytes).map_err(|e| Error::RegionMap {
+                region: id as u16,
+                bytes,
+                reason: e.to_string(),
+            })?,
+        };
+        let slab_count = bytes / SLAB_BYTES;
+        let region =
+            Region { memory, slabs: (0..slab_count).map(|_| SlabMeta::default()).collect() };
+        if cell.set(region).is_ok() {
+            self.region_count.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(cell.get().expect("set above or by the racing creator"))
+    }
+
+    /// Makes this heap a cluster node's: allocation opens only `home` regions (those the node
+    /// is primary of), in that order. Regions already created stay.
+    pub(crate) fn set_home_regions(&self, home: Vec<u16>) {
+        *lock(&self.home) = Some(home);
+    }
+
+    /// Whether allocation may open regions here: always in the embedded engine; on a cluster
+    /// member, when it is primary of some region (a client is of none).
+    pub(crate) fn has_home_regions(&self) -> bool {
+        lock(&self.home).as_ref().is_none_or(|h| !h.is_empty())
+    }
+
+    /// Applies one write of a transaction this node backs up (Cluster II, FaRMv2 §3: backups
+    /// apply at truncation and keep no old versions): the object image at `addr` becomes
+    /// version `wts` (unallocated for a free) with `payload`, unless the slot already holds a
+    /// newer version (truncations of two transactions may arrive out of order). An allocation
+    /// names the slab's size class; a slab the primary reclaimed for another class since is
+    /// zeroed first, as the primary's reclaim did.
+    ///
+    /// Checks everything it is given: a region outside `regions_max`, an offset that is not a
+    /// slot of the class, or a payload that does not fit is an error and changes nothing.
+    pub(crate) fn apply_backup(
+        &self,
+        addr: Addr,
+        alloc: bool,
+        allocated: bool,
+        wts: ordo_clock::Timestamp,
+        len_bytes: usize,
+        payload: &[u64],
+    ) -> Result<(), Error> {
+        let bad = || Error::InvalidAddress { addr };
+        if payload.len() != len_bytes.div_ceil(8) {
+            return Err(Error::CorruptObject { addr, len_bytes });
+        }
+        let region = self.create_region(addr.region() as usize)?;
+        let offset = addr.offset() as usize;
+        let slab = offset / SLAB_BYTES;
+        let meta = region.slabs.get(slab).ok_or_else(bad)?;
+        if alloc {
+            let class = class_for(len_bytes).ok_or_else(bad)?;
+            if meta.class.load(Ordering::Acquire) != class as u32 {
+                let first = slab * SLAB_BYTES / 8;
+                let words = &region.memory.words()[first..first + SLAB_BYTES / 8];
+                if meta.class.load(Ordering::Acquire) != NO_CLASS {
+                    for w in words {
+                        w.store(0, Ordering::Relaxed);
+                    }
+                }
+                words[0].store(SLAB_MAGIC | class as u64, Ordering::Relaxed);
+                // Release: pairs with the Acquire class load in object().
+                meta.class.store(class as u32, Ordering::Release);
+            }
+        }
+        let obj = self.object(addr)?;
+        if obj.capacity_bytes() < len_bytes {
+            return Err(Error::CorruptObject { addr, len_bytes });
+        }
+        if obj.header().ts() >= wts && obj.header().raw() != 0 {
+            return Ok(()); // a newer version arrived first
+        }
+        obj.overwrite(wts, allocated, len_bytes, payload);
+        Ok(())
+    }
+
+    /// A digest of region `id`'s committed contents: every allocated object's address, version,
+    /// length and payload (old-version pointers and lock bits left out: a primary keeps old
+    /// versions, its backups do not). `None` when the region does not exist here. Equal digests
+    /// on a primary and its backups are the replication invariant.
+    pub(crate) fn region_digest(&self, id: u16) -> Option<u64> {
+        use std::hash::Hasher;
+        let region = self.region(id)?;
+        let mut h = rustc_hash::FxHasher::default();
+        for (slab, meta) in region.slabs.iter().enumerate() {
+            let class = meta.class.load(Ordering::Acquire) as usize;
+            let Some(g) = GEOMETRY.get(class) else { continue };
+            for i in 0..g.slots {
+                let first = (slab * SLAB_BYTES + SLAB_HEADER_BYTES) / 8 + i * g.stride_words;
+                let words = &region.memory.words()[first..first + g.stride_words];
+                let obj = ObjectRef::new(words);
+                let header = obj.header();
+                if !header.is_allocated() {
+                    continue;
+                }
+                let len = obj.head_len_bytes();
+                h.write_u64(first as u64);
+                h.write_u64(header.ts().as_nanos());
+                h.write_u64(len as u64);
+                for w in &words[crate::object::HEADER_WORDS..][..len.div_ceil(8)] {
+                    h.write_u64(w.load(Ordering::Relaxed));
+                }
+            }
+        }
+        Some(h.finish())
     }
 
     /// Gives up every slab `cache` owns (its worker is going away).

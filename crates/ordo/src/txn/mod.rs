@@ -72,6 +72,25 @@ use crate::worker::{self, Worker, bump};
 use participant::{Participant, Participants, ReadAt};
 use set::{ReadEntry, WriteKind, words_as_bytes};
 
+/// Runs `$body` with `$set` bound to the database's participant set: the embedded engine's
+/// single local owner, or — with a [`crate::remote::Remote`] — the cluster set of commit attempt
+/// `$tx`. The body is compiled once per set type, so the embedded path keeps its constant
+/// `Participants::SINGLE`; the choice costs one predictable branch.
+macro_rules! with_participants {
+    ($shared:expr, $local:expr, $slot:expr, $tx:expr, |$set:ident| $body:expr) => {
+        match $shared.remote.as_deref() {
+            None => {
+                let $set = $shared.participants($local, $slot);
+                $body
+            }
+            Some(hook) => {
+                let $set = $shared.cluster_participants(hook, $local, $slot, $tx);
+                $body
+            }
+        }
+    };
+}
+
 /// One transaction attempt. Created by [`crate::Ordo::begin`] or inside [`crate::Ordo::run`].
 ///
 /// Committing or aborting consumes the transaction, so using it afterwards does not compile:
@@ -286,10 +305,11 @@ impl<'db, C: Clock> Tx<'db, C> {
     fn read_through_owner(&mut self, addr: Addr, at: ReadAt) -> Result<ReadEntry, Error> {
         let shared = self.shared;
         let w = self.worker.as_mut().expect("a live transaction holds its worker");
-        let read = {
-            let set = shared.participants(&w.local, w.slot);
-            set.owner_of(addr).read(addr, at, &mut w.scratch)
-        };
+        let read = with_participants!(shared, &w.local, w.slot, 0, |set| set.owner_of(addr).read(
+            addr,
+            at,
+            &mut w.scratch
+        ));
         match read {
             Ok(entry) => Ok(entry),
             Err(e) => Err(self.read_failed(e)),
@@ -350,8 +370,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         let started = self.shared.clock.now().lo();
         let (shared, rts) = (self.shared, self.rts);
         let w = self.worker.as_ref().expect("a live transaction holds its worker");
-        let changed = {
-            let set = shared.participants(&w.local, w.slot);
+        let changed = with_participants!(shared, &w.local, w.slot, 0, |set| {
             let reads = w.reads.entries();
             let earlier = match reads.split_last() {
                 Some((_, earlier)) if skip_newest => earlier,
@@ -366,7 +385,7 @@ impl<'db, C: Clock> Tx<'db, C> {
                 }
             }
             changed
-        };
+        });
         if let Some(addr) = changed {
             return Err(self.doom(Abort::Validation { addr }));
         }
@@ -406,10 +425,9 @@ impl<'db, C: Clock> Tx<'db, C> {
         if w.writes.find(addr).is_some() {
             return self.with_words(addr, |w, len| f(View::owned(w, len)));
         }
-        let read = {
-            let set = shared.participants(&w.local, w.slot);
-            set.owner_of(addr).read_view(addr, at, &mut w.scratch, f)
-        };
+        let read = with_participants!(shared, &w.local, w.slot, 0, |set| set
+            .owner_of(addr)
+            .read_view(addr, at, &mut w.scratch, f));
         let (entry, r) = match read {
             Ok(read) => read,
             Err(e) => return Err(self.read_failed(e)),
@@ -488,21 +506,64 @@ impl<'db, C: Clock> Tx<'db, C> {
 
     /// Allocates an object holding `bytes` (1 byte to [`crate::heap::OBJECT_BYTES_MAX`]).
     pub fn alloc_bytes(&mut self, bytes: &[u8]) -> Result<Addr, Error> {
+        self.alloc_bytes_near(None, bytes)
+    }
+
+    /// Allocates an object holding `value` next to the object at `near`: in a cluster, in the
+    /// same region (so at the same primary, and a transaction touching both talks to one
+    /// owner); in the embedded engine the hint changes nothing.
+    pub fn alloc_near<T: Pod>(&mut self, near: Addr, value: &T) -> Result<Addr, Error> {
+        self.alloc_bytes_near(Some(near), bytemuck::bytes_of(value))
+    }
+
+    /// Reserves a slot for `len_bytes`: in the local heap, or — in a cluster, when this process
+    /// holds no primary or `near` is remote — at a remote primary. Returns it and its version.
+    fn reserve(
+        &mut self,
+        near: Option<Addr>,
+        len_bytes: usize,
+    ) -> Result<(Addr, Timestamp), Error> {
+        let shared = self.shared;
+        if let Some(remote) = shared.remote.as_deref() {
+            let local = match near {
+                Some(a) if !a.is_null() => remote.is_local_primary(a.region()),
+                _ => shared.heap.has_home_regions(),
+            };
+            if !local {
+                return remote.reserve(near.filter(|a| !a.is_null()), len_bytes);
+            }
+        }
+        let w = self.w();
+        let addr = shared.heap.reserve(&mut w.alloc, len_bytes)?;
+        let version = shared.heap.object(addr).ok().map_or(Timestamp::ZERO, |o| o.header().ts());
+        Ok((addr, version))
+    }
+
+    /// Gives back a slot reserved by [`Tx::reserve`] that will not be committed.
+    fn release_reserved(&self, addr: Addr) {
+        match self.shared.remote.as_deref() {
+            Some(remote) if !remote.is_local_primary(addr.region()) => {
+                // A lost release leaves the slot reserved until the owner's recovery.
+                let _ = remote.release(addr);
+            }
+            _ => self.shared.heap.release(addr, None),
+        }
+    }
+
+    fn alloc_bytes_near(&mut self, near: Option<Addr>, bytes: &[u8]) -> Result<Addr, Error> {
         self.check_live()?;
         if self.read_only {
             return Err(Error::ReadOnly { addr: Addr::NULL });
         }
-        let shared = self.shared;
         let rts = self.rts;
+        let (addr, version) = self.reserve(near, bytes.len())?;
         let w = self.w();
-        let addr = shared.heap.reserve(&mut w.alloc, bytes.len())?;
         // A slot freed after `rts` still holds a live object in this attempt's snapshot, which
         // the attempt may have read or written, or reach later through a pointer it read.
         // Allocating it would alias that object with the new one in the attempt's own view (the
         // write set shadows the snapshot), and a read of it would escape validation (written
         // objects are not validated). The attempt is doomed instead; a retry's snapshot is past
         // the free. (Fresh and reclaimed slots have a zero header.)
-        let version = shared.heap.object(addr).ok().map_or(Timestamp::ZERO, |o| o.header().ts());
         // With an optimistic `rts` a free at or below it may still postdate an earlier read (or
         // a blind write) of this slot's object: a free after `recent_from` revalidates the reads,
         // and a slot this attempt already writes is refused.
@@ -514,7 +575,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             None
         };
         if let Some(e) = refused {
-            shared.heap.release(addr, None);
+            self.release_reserved(addr);
             return Err(match e {
                 Error::Aborted(a) => self.doom(a),
                 other => other,
@@ -537,7 +598,7 @@ impl<'db, C: Clock> Tx<'db, C> {
                 WriteKind::Alloc => {
                     self.w().writes.remove(i);
                     self.unwritten();
-                    self.shared.heap.release(addr, None);
+                    self.release_reserved(addr);
                 }
                 WriteKind::Update => self.w().writes.mark_free(i),
             }
@@ -573,13 +634,14 @@ impl<'db, C: Clock> Tx<'db, C> {
         let rts = self.rts;
         let options = self.options;
         let w = self.worker.as_mut().expect("a live transaction holds its worker");
+        w.tx_seq = w.tx_seq.wrapping_add(1);
+        let tx = ((w.slot as u64) << 40) | (w.tx_seq & ((1 << 40) - 1));
         let Worker { reads, writes, local, slot: slot_index, .. } = &mut **w;
         let slot_index = *slot_index;
         let log = shared.durable.as_ref().map(|d| &d.log);
-        let mut outcome = {
-            let set = shared.participants(local, slot_index);
+        let mut outcome = with_participants!(shared, local, slot_index, tx, |set| {
             commit::commit(&shared.clock, &set, rts, &options, reads, writes)
-        };
+        });
         if let (Some(log), Ok(info)) = (log, &outcome) {
             if info.wts.is_some() {
                 // Installed and unlocked: the writeback hint of SPHT Alg. 5 (flag-gated).
@@ -630,8 +692,11 @@ impl<C: Clock> Drop for Tx<'_, C> {
         };
         {
             if !w.writes.is_empty() {
-                let set = self.shared.participants(&w.local, w.slot);
-                commit::discard(&set, &mut w.writes);
+                let shared = self.shared;
+                with_participants!(shared, &w.local, w.slot, 0, |set| commit::discard(
+                    &set,
+                    &mut w.writes
+                ));
             }
         }
         let slot = self.shared.slot(w.slot);

@@ -47,6 +47,7 @@
 //! [`super::commit`]: no participant installs before every backup acknowledged, and on every
 //! error before that point every participant is told to abort, so no lock is left held.
 
+pub mod cluster;
 mod local;
 #[cfg(test)]
 mod tests;

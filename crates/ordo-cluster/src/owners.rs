@@ -1,0 +1,532 @@
+//! The remote participant (FaRMv2 Fig. 3 over TCP): [`RemoteOwners`] implements the engine's
+//! [`Remote`] seam with calls to the nodes that hold each region, and [`Placement`] is where
+//! they are (the region map of the configuration in force).
+//!
+//! # Messages
+//! | step | message | to |
+//! |---|---|---|
+//! | read | `Read` → `ObjectImage` | the region's primary |
+//! | revalidation | `StillNewest` → `Done` | the primary |
+//! | allocation | `Reserve` → `Reserved`, `Release` | a primary (near the hint, else the coordinator's own or one by rotation) |
+//! | LOCK | `Lock` → `Done` / `Declined` | the primary |
+//! | VALIDATE | `Validate` → `Done` / `Declined` | the primary |
+//! | COMMIT-BACKUP | `CommitBackup` → `Done` | every backup of the region, concurrently |
+//! | COMMIT-PRIMARY | `CommitPrimary` → `Done` | the primary |
+//! | TRUNCATE | piggybacked on the next `CommitBackup` to that backup, or a one-way `Truncate` within [`TRUNCATE_FLUSH`] | every backup |
+//! | ABORT | `Abort` → `Done` | the primary |
+//!
+//! A node that is itself a backup of the region applies COMMIT-BACKUP and TRUNCATE in-process.
+//! Calls block the application thread on the network runtime; each waits at most the call
+//! timeout. A transport failure is [`ordo::Error::Participant`] naming the owner (the region's
+//! node), the region and the step; an engine refusal (an abort, a bad address) comes back as
+//! the same error the engine gives locally.
+//!
+//! # Invariants
+//! * An attempt's messages to one node travel on one connection, in order: LOCK before its
+//!   ABORT, COMMIT-BACKUP before the TRUNCATE that applies it.
+//! * A TRUNCATE is sent only after the COMMIT-PRIMARY of every owner of the transaction was
+//!   issued (the coordinator calls `truncate` last).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+
+use ordo::remote::{PartWire, ReadAt, ReadEntry, Refusal, Remote, TxKey, WritePart};
+use ordo::{Addr, Error, ParticipantFailure, ParticipantStep};
+use ordo_clock::Timestamp;
+
+use crate::config::{ClusterConfig, NodeId};
+use crate::transport::{PeerPool, TransportError};
+use crate::wire::Body;
+
+/// How long a truncation waits for a `CommitBackup` to ride on before it is sent alone.
+pub const TRUNCATE_FLUSH: Duration = Duration::from_millis(2);
+
+/// No node: the primary of a region nobody holds.
+const NOBODY: u64 = u64::MAX;
+
+/// Where each region's copies are, from the configuration in force.
+#[derive(Debug)]
+pub struct Placement {
+    /// Per region id, the primary's node id, or [`NOBODY`]. An array of atomics, so routing a
+    /// read costs one load.
+    primary: Box<[AtomicU64]>,
+    /// Per region, its backups.
+    backups: RwLock<HashMap<u16, Vec<NodeId>>>,
+    seq: AtomicU64,
+}
+
+impl Placement {
+    /// The placement of `config`.
+    pub fn new(config: &ClusterConfig) -> Self {
+        let p = Placement {
+            primary: (0..=u16::MAX as usize).map(|_| AtomicU64::new(NOBODY)).collect(),
+            backups: RwLock::new(HashMap::new()),
+            seq: AtomicU64::new(0),
+        };
+        p.adopt(config);
+        p
+    }
+
+    /// Adopts the region map of `config` (a newer configuration).
+    pub fn adopt(&self, config: &ClusterConfig) {
+        let mut backups = self.backups.write().unwrap_or_else(|e| e.into_inner());
+        backups.clear();
+        for a in self.primary.iter() {
+            a.store(NOBODY, Ordering::Relaxed);
+        }
+        for r in &config.regions {
+            let Ok(id) = u16::try_from(r.region) else { continue };
+            self.primary[id as usize].store(r.primary, Ordering::Release);
+            backups.insert(id, r.backups.clone());
+        }
+        self.seq.store(config.seq, Ordering::Release);
+    }
+
+    /// The primary of `region`.
+    #[inline]
+    pub fn primary(&self, region: u16) -> Option<NodeId> {
+        match self.primary[region as usize].load(Ordering::Acquire) {
+            NOBODY => None,
+            id => Some(id),
+        }
+    }
+
+    /// The backups of `region`.
+    pub fn backups(&self, region: u16) -> Vec<NodeId> {
+        self.backups
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&region)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The regions `node` is primary of, ascending.
+    pub fn primaries_of(&self, node: NodeId) -> Vec<u16> {
+        (0..=u16::MAX).filter(|&r| self.primary(r) == Some(node)).collect()
+    }
+
+    /// Whether `node` is a backup of `region`.
+    pub fn is_backup(&self, region: u16, node: NodeId) -> bool {
+        self.backups
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&region)
+            .is_some_and(|b| b.contains(&node))
+    }
+}
+
+/// What a node that backs up regions itself offers the remote participant: the in-process
+/// COMMIT-BACKUP and TRUNCATE.
+pub trait LocalBackup: Send + Sync {
+    /// COMMIT-BACKUP here.
+    fn backup(&self, key: TxKey, part: &PartWire, wts: Timestamp) -> Result<(), Error>;
+    /// TRUNCATE here.
+    fn truncate(&self, key: TxKey);
+}
+
+/// The remote participant: see the module docs.
+pub struct RemoteOwners {
+    me: NodeId,
+    placement: Arc<Placement>,
+    pool: Arc<PeerPool>,
+    runtime: tokio::runtime::Handle,
+    call_timeout: Duration,
+    /// This node's own backup side (a client has none).
+    local: OnceLock<Weak<dyn LocalBackup>>,
+    /// Truncations waiting to ride on a `CommitBackup`, per backup node.
+    truncates: Mutex<HashMap<NodeId, Vec<(u64, u16)>>>,
+    /// Rotates allocations without a hint over the primaries (a client).
+    next_home: AtomicU64,
+    /// Network round trips issued (one per call; a concurrent fan-out counts each).
+    pub round_trips: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl RemoteOwners {
+    /// The remote participant of node (or client) `me`, calling through `pool` on `runtime`.
+    pub fn new(
+        me: NodeId,
+        placement: Arc<Placement>,
+        pool: Arc<PeerPool>,
+        runtime: tokio::runtime::Handle,
+        call_timeout: Duration,
+    ) -> Arc<Self> {
+        let owners = Arc::new(RemoteOwners {
+            me,
+            placement,
+            pool,
+            runtime,
+            call_timeout,
+            local: OnceLock::new(),
+            truncates: Mutex::new(HashMap::new()),
+            next_home: AtomicU64::new(0),
+            round_trips: AtomicU64::new(0),
+        });
+        let weak = Arc::downgrade(&owners);
+        owners.runtime.spawn(flush_truncates(weak));
+        owners
+    }
+
+    /// Sets this node's own backup side (once).
+    pub fn set_local(&self, local: Weak<dyn LocalBackup>) {
+        let _ = self.local.set(local);
+    }
+
+    /// The placement in force.
+    pub fn placement(&self) -> &Arc<Placement> {
+        &self.placement
+    }
+
+    fn local(&self) -> Option<Arc<dyn LocalBackup>> {
+        self.local.get().and_then(Weak::upgrade)
+    }
+
+    /// Sends every waiting truncation now (tests check the replication invariant after this).
+    pub fn flush(&self) {
+        let waiting: Vec<(NodeId, Vec<(u64, u16)>)> = lock(&self.truncates).drain().collect();
+        for (node, truncate) in waiting {
+            if truncate.is_empty() {
+                continue;
+            }
+            let pool = self.pool.clone();
+            let _ =
+                self.block_on(async move { pool.send(node, Body::Truncate { truncate }).await });
+        }
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        match tokio::runtime::Handle::try_current() {
+            // Called from a runtime thread (an async caller): give the thread up while waiting.
+            Ok(_) => tokio::task::block_in_place(|| self.runtime.block_on(f)),
+            Err(_) => self.runtime.block_on(f),
+        }
+    }
+
+    /// One call to `node`, mapped to the engine's errors for `step` at `region`.
+    fn call(
+        &self,
+        node: NodeId,
+        region: u16,
+        step: ParticipantStep,
+        body: Body,
+    ) -> Result<Body, Error> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let pool = self.pool.clone();
+        let timeout = self.call_timeout;
+        let reply = self.block_on(async move {
+            let peer = pool.get(node).await?;
+            peer.call_timeout(body, timeout).await
+        });
+        let fail = |cause| Error::Participant { owner: region, region, step, cause };
+        match reply {
+            Ok(Body::Declined { code, addr, a, b, message }) => {
+                match (Refusal { code, addr, a, b }).into_error() {
+                    Some(e) => Err(e),
+                    None => {
+                        tracing::warn!(peer = node, region, step = step.name(), %message, "owner refused");
+                        Err(fail(ParticipantFailure::Refused))
+                    }
+                }
+            }
+            Ok(Body::Error { code, message }) => {
+                tracing::warn!(peer = node, region, step = step.name(), code, %message, "owner error");
+                Err(fail(if code == crate::node::codes::NOT_OWNER {
+                    ParticipantFailure::NotOwner
+                } else {
+                    ParticipantFailure::Refused
+                }))
+            }
+            Ok(other) => Ok(other),
+            Err(TransportError::Timeout { .. }) => Err(fail(ParticipantFailure::Timeout)),
+            Err(e) => {
+                tracing::debug!(peer = node, region, step = step.name(), error = %e, "call failed");
+                Err(fail(match e {
+                    TransportError::Wire { .. } => ParticipantFailure::Protocol,
+                    _ => ParticipantFailure::PeerGone,
+                }))
+            }
+        }
+    }
+
+    fn primary(&self, region: u16, step: ParticipantStep) -> Result<NodeId, Error> {
+        self.placement.primary(region).ok_or(Error::Participant {
+            owner: region,
+            region,
+            step,
+            cause: ParticipantFailure::NotOwner,
+        })
+    }
+
+    fn expect_done(reply: Body, region: u16, step: ParticipantStep) -> Result<bool, Error> {
+        match reply {
+            Body::Done { flag } => Ok(flag),
+            other => Err(Self::unexpected(other, region, step)),
+        }
+    }
+
+    fn unexpected(reply: Body, region: u16, step: ParticipantStep) -> Error {
+        tracing::warn!(region, step = step.name(), reply = reply.name(), "unexpected reply");
+        Error::Participant { owner: region, region, step, cause: ParticipantFailure::Protocol }
+    }
+}
+
+fn read_flags(at: ReadAt) -> u8 {
+    u8::from(at.check_lock) | (u8::from(at.old_versions) << 1)
+}
+
+impl Remote for RemoteOwners {
+    #[inline]
+    fn is_local_primary(&self, region: u16) -> bool {
+        self.placement.primary(region) == Some(self.me)
+    }
+
+    fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error> {
+        let region = addr.region();
+        let step = ParticipantStep::Read;
+        let node = self.primary(region, step)?;
+        let body =
+            Body::Read { addr: addr.to_raw(), rts: at.rts.as_nanos(), flags: read_flags(at) };
+        match self.call(node, region, step, body)? {
+            Body::ObjectImage { header, len_bytes, words } => {
+                if words.len() != (len_bytes as usize).div_ceil(8) {
+                    return Err(Error::Participant {
+                        owner: region,
+                        region,
+                        step,
+                        cause: ParticipantFailure::Protocol,
+                    });
+                }
+                out.clear();
+                out.extend_from_slice(&words);
+                Ok(ReadEntry { addr, header: ordo::object::Header::from_raw(header), len_bytes })
+            }
+            other => Err(Self::unexpected(other, region, step)),
+        }
+    }
+
+    fn still_newest(&self, read: &ReadEntry, rts: Timestamp) -> Result<bool, Error> {
+        let region = read.addr.region();
+        let step = ParticipantStep::Read;
+        let node = self.primary(region, step)?;
+        let body = Body::StillNewest {
+            addr: read.addr.to_raw(),
+            header: read.header.raw(),
+            len_bytes: read.len_bytes,
+            rts: rts.as_nanos(),
+        };
+        Self::expect_done(self.call(node, region, step, body)?, region, step)
+    }
+
+    fn reserve(&self, near: Option<Addr>, len_bytes: usize) -> Result<(Addr, Timestamp), Error> {
+        let step = ParticipantStep::Lock;
+        let region = match near {
+            Some(a) => a.region(),
+            None => {
+                let mut homes: Vec<u16> =
+                    (0..=u16::MAX).filter(|&r| self.placement.primary(r).is_some()).collect();
+                homes.sort_unstable();
+                if homes.is_empty() {
+                    return Err(Error::OutOfMemory { regions: 0, region_bytes: 0 });
+                }
+                let i = self.next_home.fetch_add(1, Ordering::Relaxed) as usize % homes.len();
+                homes[i]
+            }
+        };
+        let node = self.primary(region, step)?;
+        let len = u32::try_from(len_bytes)
+            .map_err(|_| Error::TooLarge { len_bytes, max_bytes: ordo::heap::OBJECT_BYTES_MAX })?;
+        match self.call(node, region, step, Body::Reserve { len_bytes: len })? {
+            Body::Reserved { addr, version } => {
+                Ok((Addr::from_raw(addr), Timestamp::from_nanos(version)))
+            }
+            other => Err(Self::unexpected(other, region, step)),
+        }
+    }
+
+    fn release(&self, addr: Addr) -> Result<(), Error> {
+        let region = addr.region();
+        let step = ParticipantStep::Abort;
+        let node = self.primary(region, step)?;
+        let reply = self.call(node, region, step, Body::Release { addr: addr.to_raw() })?;
+        Self::expect_done(reply, region, step).map(drop)
+    }
+
+    fn lock(&self, tx: u64, part: WritePart<'_>) -> Result<(), Error> {
+        let wire = PartWire::of(part);
+        let region = wire.region().unwrap_or(0);
+        let step = ParticipantStep::Lock;
+        let node = self.primary(region, step)?;
+        let body = Body::Lock { tx, region, entries: wire.entries, words: wire.words };
+        Self::expect_done(self.call(node, region, step, body)?, region, step).map(drop)
+    }
+
+    fn validate(&self, reads: &[ReadEntry]) -> Result<(), Error> {
+        let Some(first) = reads.first() else { return Ok(()) };
+        let region = first.addr.region();
+        let step = ParticipantStep::Validate;
+        let node = self.primary(region, step)?;
+        // The coordinator groups reads by region; the owner node may hold several regions, but
+        // each call carries one region's reads.
+        let words = reads
+            .iter()
+            .flat_map(|r| [r.addr.to_raw(), r.header.raw(), u64::from(r.len_bytes)])
+            .collect();
+        Self::expect_done(
+            self.call(node, region, step, Body::Validate { reads: words })?,
+            region,
+            step,
+        )
+        .map(drop)
+    }
+
+    fn commit_backup(&self, tx: u64, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error> {
+        let wire = PartWire::of(part);
+        let region = wire.region().unwrap_or(0);
+        let step = ParticipantStep::CommitBackup;
+        let backups = self.placement.backups(region);
+        let mut remote = Vec::with_capacity(backups.len());
+        for node in backups {
+            if node == self.me {
+                let Some(local) = self.local() else {
+                    return Err(Error::Participant {
+                        owner: region,
+                        region,
+                        step,
+                        cause: ParticipantFailure::PeerGone,
+                    });
+                };
+                local.backup(TxKey { coordinator: self.me, tx, region }, &wire, wts)?;
+            } else {
+                remote.push(node);
+            }
+        }
+        if remote.is_empty() {
+            return Ok(());
+        }
+        // Every backup concurrently: the commit waits for the slowest, not for the sum.
+        let calls: Vec<_> = remote
+            .iter()
+            .map(|&node| {
+                let truncate = lock(&self.truncates).remove(&node).unwrap_or_default();
+                let body = Body::CommitBackup {
+                    tx,
+                    region,
+                    wts: wts.as_nanos(),
+                    entries: wire.entries.clone(),
+                    words: wire.words.clone(),
+                    truncate,
+                };
+                (node, body)
+            })
+            .collect();
+        if calls.len() == 1 {
+            let (node, body) = calls.into_iter().next().expect("one call");
+            return Self::expect_done(self.call(node, region, step, body)?, region, step).map(drop);
+        }
+        self.round_trips.fetch_add(calls.len() as u64, Ordering::Relaxed);
+        let pool = self.pool.clone();
+        let timeout = self.call_timeout;
+        let replies = self.block_on(async move {
+            let mut set = tokio::task::JoinSet::new();
+            for (node, body) in calls {
+                let pool = pool.clone();
+                set.spawn(async move {
+                    let r = async { pool.get(node).await?.call_timeout(body, timeout).await }.await;
+                    (node, r)
+                });
+            }
+            let mut out = Vec::new();
+            while let Some(r) = set.join_next().await {
+                if let Ok(r) = r {
+                    out.push(r);
+                }
+            }
+            out
+        });
+        if replies.len() != remote.len() {
+            return Err(Error::Participant {
+                owner: region,
+                region,
+                step,
+                cause: ParticipantFailure::PeerGone,
+            });
+        }
+        for (node, reply) in replies {
+            let fail = |cause| Error::Participant { owner: region, region, step, cause };
+            match reply {
+                Ok(Body::Done { .. }) => {}
+                Ok(other) => {
+                    tracing::warn!(
+                        peer = node,
+                        region,
+                        reply = other.name(),
+                        "COMMIT-BACKUP not acknowledged"
+                    );
+                    return Err(fail(ParticipantFailure::Refused));
+                }
+                Err(TransportError::Timeout { .. }) => {
+                    return Err(fail(ParticipantFailure::Timeout));
+                }
+                Err(_) => return Err(fail(ParticipantFailure::PeerGone)),
+            }
+        }
+        Ok(())
+    }
+
+    fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error> {
+        let step = ParticipantStep::CommitPrimary;
+        let node = self.primary(region, step)?;
+        let body = Body::CommitPrimary { tx, region, wts: wts.as_nanos() };
+        Self::expect_done(self.call(node, region, step, body)?, region, step).map(drop)
+    }
+
+    fn truncate(&self, tx: u64, region: u16, _wts: Timestamp) -> Result<(), Error> {
+        for node in self.placement.backups(region) {
+            if node == self.me {
+                if let Some(local) = self.local() {
+                    local.truncate(TxKey { coordinator: self.me, tx, region });
+                }
+            } else {
+                lock(&self.truncates).entry(node).or_default().push((tx, region));
+            }
+        }
+        Ok(())
+    }
+
+    fn abort(&self, tx: u64, part: WritePart<'_>) -> Result<(), Error> {
+        let Some(first) = part.entries().first() else { return Ok(()) };
+        let region = first.addr.region();
+        let step = ParticipantStep::Abort;
+        let node = self.primary(region, step)?;
+        let allocs = part
+            .entries()
+            .iter()
+            .filter(|e| e.kind == ordo::remote::WriteKind::Alloc)
+            .map(|e| e.addr.to_raw())
+            .collect();
+        let body = Body::Abort { tx, region, allocs };
+        Self::expect_done(self.call(node, region, step, body)?, region, step).map(drop)
+    }
+}
+
+/// Sends waiting truncations every [`TRUNCATE_FLUSH`] (those no `CommitBackup` took along).
+async fn flush_truncates(owners: Weak<RemoteOwners>) {
+    let mut tick = tokio::time::interval(TRUNCATE_FLUSH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(o) = owners.upgrade() else { return };
+        let waiting: Vec<(NodeId, Vec<(u64, u16)>)> = lock(&o.truncates).drain().collect();
+        for (node, truncate) in waiting {
+            if !truncate.is_empty() {
+                let _ = o.pool.send(node, Body::Truncate { truncate }).await;
+            }
+        }
+    }
+}

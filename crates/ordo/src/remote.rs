@@ -1,0 +1,517 @@
+//! The engine's side of a cluster (DESIGN §4, FaRMv2 §3–§4): how a database reaches owners in
+//! other processes, and how it serves the transactions of coordinators in other processes.
+//!
+//! The crate knows nothing of sockets. A cluster node (or client) opens its database with
+//! [`Ordo::with_remote`], handing it a [`Remote`]: the network half of the participant seam,
+//! implemented by `ordo-cluster`. Every region is then either **local** — this process holds
+//! its primary copy, and the coordinator calls into the heap as the embedded engine does — or
+//! **remote**, and the step goes through the `Remote`. Replication is the `Remote`'s too: a
+//! local primary's COMMIT-BACKUP and TRUNCATE reach the region's backups through it.
+//!
+//! The other direction is the `serve_*` family on [`Ordo`]: what a node's network task calls
+//! when another coordinator's message arrives. LOCK keeps the locked part and its lock token in
+//! a table keyed by [`TxKey`] until COMMIT-PRIMARY or ABORT consumes it; COMMIT-BACKUP keeps the
+//! image of a part this node backs up until TRUNCATE applies it ([`crate::heap`]'s
+//! `apply_backup`). None of them blocks: a lock that is taken is an abort, as locally.
+//!
+//! Parts travel as [`PartWire`]: three words per entry (address, kind and length, expectation)
+//! and the payload words, checked entry by entry when decoded.
+//!
+//! # Invariants
+//! * A [`TxKey`] is in the lock table from a successful LOCK until the COMMIT-PRIMARY or ABORT
+//!   naming it; its worker (and so its thread slot) is held that long, nothing longer.
+//! * A slot reserved for a remote coordinator is released exactly once: by its transaction's
+//!   ABORT (through the locked part when LOCK got that far, else through the ABORT's own list),
+//!   by COMMIT-PRIMARY of a free, or by [`Ordo::serve_release`].
+//! * A backup applies a part only at TRUNCATE, and never over a newer version of an object.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use ordo_clock::{Clock, Timestamp};
+
+use crate::addr::Addr;
+use crate::db::Ordo;
+use crate::error::{Abort, Error};
+use crate::heap::AllocCache;
+use crate::object::Expect;
+pub use crate::txn::participant::ReadAt;
+use crate::txn::participant::{LocalLocks, LocalParticipant, Participant};
+use crate::txn::set::WriteSet;
+pub use crate::txn::set::{ReadEntry, WriteKind, WritePart};
+use crate::worker::Worker;
+
+/// The network half of the participant seam, implemented by a cluster node or client. Methods
+/// are called on application threads and block until the owner answers (or fails: a typed
+/// [`Error::Participant`]). `tx` numbers a commit attempt uniquely within this process; an
+/// implementation makes it unique in the cluster (for example with its node id).
+pub trait Remote: Send + Sync + 'static {
+    /// Whether this process holds the primary copy of `region`.
+    fn is_local_primary(&self, region: u16) -> bool;
+
+    /// Reads the newest version of `addr` at or below `at.rts` at its primary.
+    fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error>;
+
+    /// Whether `read` is still the newest version at or below `rts` (see
+    /// [`Participant::still_newest`]).
+    fn still_newest(&self, read: &ReadEntry, rts: Timestamp) -> Result<bool, Error>;
+
+    /// Reserves a slot for an object of `len_bytes` at a remote primary — in `near`'s region
+    /// when given (co-location), else where the implementation places it. Returns the address
+    /// and the version the slot holds (a free at a time the caller must check).
+    fn reserve(&self, near: Option<Addr>, len_bytes: usize) -> Result<(Addr, Timestamp), Error>;
+
+    /// Gives back a slot [`Remote::reserve`] reserved, before the transaction committed.
+    fn release(&self, addr: Addr) -> Result<(), Error>;
+
+    /// LOCK of a remote primary's `part` (one region).
+    fn lock(&self, tx: u64, part: WritePart<'_>) -> Result<(), Error>;
+
+    /// VALIDATE of reads owned by one remote primary.
+    fn validate(&self, reads: &[ReadEntry]) -> Result<(), Error>;
+
+    /// COMMIT-BACKUP: sends `part` (one region) to every backup of its region and waits for
+    /// their acknowledgements. Called for local and remote primaries alike.
+    fn commit_backup(&self, tx: u64, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error>;
+
+    /// COMMIT-PRIMARY at a remote primary: installs the part LOCK locked.
+    fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error>;
+
+    /// TRUNCATE: the backups of `region` may apply the transaction's part. May be deferred and
+    /// piggybacked on later messages.
+    fn truncate(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error>;
+
+    /// ABORT at a remote primary: releases what LOCK took (if it got there) and the slots
+    /// reserved for `part`'s allocations.
+    fn abort(&self, tx: u64, part: WritePart<'_>) -> Result<(), Error>;
+}
+
+/// A transaction's part at one owner, as it travels: three words per entry and the payloads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartWire {
+    /// Per entry: the address; `kind | len_bytes << 8`; the expectation (`tag << 62 | ts`).
+    pub entries: Vec<u64>,
+    /// The payloads, each `ceil(len_bytes / 8)` words, in entry order.
+    pub words: Vec<u64>,
+}
+
+const EXPECT_VERSION: u64 = 0;
+const EXPECT_NOT_AFTER: u64 = 1;
+const EXPECT_FREE: u64 = 2;
+
+impl PartWire {
+    /// Encodes `part`.
+    pub fn of(part: WritePart<'_>) -> Self {
+        let mut w = PartWire {
+            entries: Vec::with_capacity(part.len() * 3),
+            words: Vec::with_capacity(part.entries().iter().map(|e| e.len_bytes.div_ceil(8)).sum()),
+        };
+        for e in part.entries() {
+            let kind = match e.kind {
+                WriteKind::Update => 0u64,
+                WriteKind::Alloc => 1,
+                WriteKind::Free => 2,
+            };
+            let expect = match e.expect {
+                Expect::Version(ts) => (EXPECT_VERSION << 62) | ts.as_nanos(),
+                Expect::NotAfter(ts) => (EXPECT_NOT_AFTER << 62) | ts.as_nanos(),
+                Expect::Free => EXPECT_FREE << 62,
+            };
+            w.entries.extend([e.addr.to_raw(), kind | ((e.len_bytes as u64) << 8), expect]);
+            w.words.extend_from_slice(part.data(e));
+        }
+        w
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len() / 3
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The region of the first entry (a part is one region's).
+    pub fn region(&self) -> Option<u16> {
+        self.entries.first().map(|a| Addr::from_raw(*a).region())
+    }
+
+    /// The addresses of the allocations.
+    pub fn allocs(&self) -> impl Iterator<Item = Addr> + '_ {
+        self.entries.chunks_exact(3).filter(|e| e[1] & 0xff == 1).map(|e| Addr::from_raw(e[0]))
+    }
+
+    /// Decodes into a write set, checking every entry: its kind and expectation, that its
+    /// payload is there, that addresses ascend within one region.
+    pub(crate) fn decode(&self, into: &mut WriteSet) -> Result<(), Error> {
+        into.clear();
+        if self.entries.len() % 3 != 0 {
+            return Err(Error::Config(format!(
+                "a part of {} words is not whole entries of 3",
+                self.entries.len()
+            )));
+        }
+        let mut at = 0usize;
+        let mut last: Option<Addr> = None;
+        let mut bytes = Vec::new();
+        for e in self.entries.chunks_exact(3) {
+            let addr = Addr::from_raw(e[0]);
+            let bad = |what: &str| Error::Config(format!("part entry {addr:?}: {what}"));
+            if last.is_some_and(|l| l >= addr || l.region() != addr.region()) {
+                return Err(bad("addresses do not ascend within one region"));
+            }
+            last = Some(addr);
+            let kind = match e[1] & 0xff {
+                0 => WriteKind::Update,
+                1 => WriteKind::Alloc,
+                2 => WriteKind::Free,
+                k => return Err(bad(&format!("unknown kind {k}"))),
+            };
+            let len_bytes = usize::try_from(e[1] >> 8).unwrap_or(usize::MAX);
+            if len_bytes == 0 || len_bytes > crate::heap::OBJECT_BYTES_MAX {
+                return Err(bad(&format!("length {len_bytes} out of range")));
+            }
+            let ts = Timestamp::from_nanos(e[2] & crate::object::TS_MASK);
+            let expect = match e[2] >> 62 {
+                EXPECT_VERSION => Expect::Version(ts),
+                EXPECT_NOT_AFTER => Expect::NotAfter(ts),
+                EXPECT_FREE => Expect::Free,
+                t => return Err(bad(&format!("unknown expectation {t}"))),
+            };
+            let n = len_bytes.div_ceil(8);
+            let Some(data) = self.words.get(at..at + n) else {
+                return Err(bad("payload missing"));
+            };
+            at += n;
+            bytes.clear();
+            for w in data {
+                bytes.extend_from_slice(&w.to_le_bytes());
+            }
+            into.push(addr, kind, &bytes[..len_bytes], expect);
+        }
+        if at != self.words.len() {
+            return Err(Error::Config(format!(
+                "a part carries {} payload words beyond its entries",
+                self.words.len() - at
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A remote coordinator's commit attempt at one region: who coordinates it, its number there,
+/// and the region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TxKey {
+    /// The coordinator (a node id, or a client's id).
+    pub coordinator: u64,
+    /// The attempt's number at the coordinator.
+    pub tx: u64,
+    /// The region of the part.
+    pub region: u16,
+}
+
+/// An error as it travels between processes: a code and up to three words. Aborts and the
+/// engine's input errors round-trip; anything else becomes a message only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// What kind of error (see [`Refusal::of`]).
+    pub code: u16,
+    /// The address it concerns (0 when none).
+    pub addr: u64,
+    /// Further fields, by code.
+    pub a: u64,
+    /// Further fields, by code.
+    pub b: u64,
+}
+
+impl Refusal {
+    /// The code of an error that has no other encoding (its message travels alongside).
+    pub const OTHER: u16 = 0xffff;
+
+    /// Encodes `e`; errors that do not round-trip get [`Refusal::OTHER`].
+    pub fn of(e: &Error) -> Refusal {
+        let r = |code: u16, addr: Addr, a: u64, b: u64| Refusal { code, addr: addr.to_raw(), a, b };
+        match *e {
+            Error::Aborted(a) => match a {
+                Abort::ReadLocked { addr } => r(1, addr, 0, 0),
+                Abort::TooNew { addr, version, rts } => {
+                    r(2, addr, version.as_nanos(), rts.as_nanos())
+                }
+                Abort::LockBusy { addr } => r(3, addr, 0, 0),
+                Abort::WriteConflict { addr } => r(4, addr, 0, 0),
+                Abort::Validation { addr } => r(5, addr, 0, 0),
+                Abort::VersionMemory { addr } => r(6, addr, 0, 0),
+                Abort::Requested => r(7, Addr::NULL, 0, 0),
+            },
+            Error::InvalidAddress { addr } => r(20, addr, 0, 0),
+            Error::NotAllocated { addr } => r(21, addr, 0, 0),
+            Error::VersionRecycled { addr } => r(22, addr, 0, 0),
+            Error::CorruptObject { addr, len_bytes } => r(23, addr, len_bytes as u64, 0),
+            Error::SnapshotTooOld { ts, gc_point } => {
+                r(24, Addr::NULL, ts.as_nanos(), gc_point.as_nanos())
+            }
+            Error::OutOfMemory { regions, region_bytes } => {
+                r(25, Addr::NULL, regions as u64, region_bytes as u64)
+            }
+            Error::TooLarge { len_bytes, max_bytes } => {
+                r(26, Addr::NULL, len_bytes as u64, max_bytes as u64)
+            }
+            Error::ZeroSize => r(27, Addr::NULL, 0, 0),
+            _ => r(Self::OTHER, Addr::NULL, 0, 0),
+        }
+    }
+
+    /// Decodes; `None` for [`Refusal::OTHER`] and unknown codes.
+    pub fn into_error(self) -> Option<Error> {
+        let addr = Addr::from_raw(self.addr);
+        let ts = Timestamp::from_nanos;
+        let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        Some(match self.code {
+            1 => Abort::ReadLocked { addr }.into(),
+            2 => Abort::TooNew { addr, version: ts(self.a), rts: ts(self.b) }.into(),
+            3 => Abort::LockBusy { addr }.into(),
+            4 => Abort::WriteConflict { addr }.into(),
+            5 => Abort::Validation { addr }.into(),
+            6 => Abort::VersionMemory { addr }.into(),
+            7 => Abort::Requested.into(),
+            20 => Error::InvalidAddress { addr },
+            21 => Error::NotAllocated { addr },
+            22 => Error::VersionRecycled { addr },
+            23 => Error::CorruptObject { addr, len_bytes: size(self.a) },
+            24 => Error::SnapshotTooOld { ts: ts(self.a), gc_point: ts(self.b) },
+            25 => Error::OutOfMemory { regions: size(self.a), region_bytes: size(self.b) },
+            26 => Error::TooLarge { len_bytes: size(self.a), max_bytes: size(self.b) },
+            27 => Error::ZeroSize,
+            _ => return None,
+        })
+    }
+}
+
+/// A part locked for a remote coordinator: its write set, the lock token, and the worker whose
+/// scratch the token uses.
+struct Locked {
+    writes: WriteSet,
+    locks: LocalLocks,
+    worker: Box<Worker>,
+}
+
+/// A part this node backs up, waiting for TRUNCATE.
+struct Backed {
+    wts: Timestamp,
+    part: WriteSet,
+}
+
+/// The serving state of a database in a cluster (see the module docs).
+#[derive(Default)]
+pub(crate) struct ServeState {
+    locked: Mutex<HashMap<TxKey, Locked>>,
+    backed: Mutex<HashMap<TxKey, Backed>>,
+    /// Idle workers for serving (each holds a thread slot and participant scratch).
+    #[allow(clippy::vec_box)]
+    workers: Mutex<Vec<Box<Worker>>>,
+    alloc: Mutex<AllocCache>,
+    /// Backup applies that failed (a bad image): counted, logged by the caller.
+    pub(crate) apply_errors: std::sync::atomic::AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Counters of the serving side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServeStats {
+    /// Parts locked for remote coordinators, not yet committed or aborted.
+    pub locked: usize,
+    /// Parts backed up, waiting for truncation.
+    pub backed: usize,
+    /// Backup applies that failed.
+    pub apply_errors: u64,
+}
+
+impl<C: Clock> Ordo<C> {
+    fn serve_worker(&self) -> Result<Box<Worker>, Error> {
+        let serve = &self.shared().serve;
+        if let Some(w) = lock(&serve.workers).pop() {
+            return Ok(w);
+        }
+        self.shared().new_worker()
+    }
+
+    fn serve_worker_done(&self, w: Box<Worker>) {
+        lock(&self.shared().serve.workers).push(w);
+    }
+
+    /// Serves a remote READ at this node's primary copy.
+    pub fn serve_read(
+        &self,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+    ) -> Result<ReadEntry, Error> {
+        let s = self.shared();
+        let scratch = crate::txn::participant::LocalScratch::default();
+        LocalParticipant::new(&s.heap, &s.versions, &scratch).read(addr, at, out)
+    }
+
+    /// Serves a remote revalidation (see [`Participant::still_newest`]).
+    pub fn serve_still_newest(&self, read: &ReadEntry, rts: Timestamp) -> Result<bool, Error> {
+        let s = self.shared();
+        let scratch = crate::txn::participant::LocalScratch::default();
+        let mut words = Vec::new();
+        LocalParticipant::new(&s.heap, &s.versions, &scratch).still_newest(read, rts, &mut words)
+    }
+
+    /// Serves a remote reservation of a slot for `len_bytes` in this node's home regions.
+    /// Returns the address and the version the slot holds.
+    pub fn serve_reserve(&self, len_bytes: usize) -> Result<(Addr, Timestamp), Error> {
+        let s = self.shared();
+        let addr = s.heap.reserve(&mut lock(&s.serve.alloc), len_bytes)?;
+        let version = s.heap.object(addr).map_or(Timestamp::ZERO, |o| o.header().ts());
+        Ok((addr, version))
+    }
+
+    /// Serves a release of a slot reserved by [`Ordo::serve_reserve`] whose transaction did not
+    /// commit it. An address that is not a reserved, unallocated slot is refused.
+    pub fn serve_release(&self, addr: Addr) -> Result<(), Error> {
+        let s = self.shared();
+        let obj = s.heap.object(addr)?;
+        if obj.header().is_allocated() || obj.header().is_locked() {
+            return Err(Error::NotAllocated { addr });
+        }
+        s.heap.release(addr, None);
+        Ok(())
+    }
+
+    /// Serves LOCK: locks `part` for `key` and keeps the token until COMMIT-PRIMARY or ABORT.
+    pub fn serve_lock(&self, key: TxKey, part: &PartWire) -> Result<(), Error> {
+        if part.region() != Some(key.region) {
+            return Err(Error::Config(format!("LOCK for region {} names another", key.region)));
+        }
+        let s = self.shared();
+        if lock(&s.serve.locked).contains_key(&key) {
+            return Err(Error::Config(format!("{key:?} is already locked")));
+        }
+        let mut writes = WriteSet::default();
+        part.decode(&mut writes)?;
+        let worker = self.serve_worker()?;
+        let result = {
+            let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
+            p.lock(writes.part(0..writes.len()))
+        };
+        match result {
+            Ok(locks) => {
+                lock(&s.serve.locked).insert(key, Locked { writes, locks, worker });
+                Ok(())
+            }
+            Err(e) => {
+                self.serve_worker_done(worker);
+                Err(e)
+            }
+        }
+    }
+
+    /// Serves VALIDATE of reads this node owns.
+    pub fn serve_validate(&self, reads: &[ReadEntry]) -> Result<(), Error> {
+        let s = self.shared();
+        let scratch = crate::txn::participant::LocalScratch::default();
+        LocalParticipant::new(&s.heap, &s.versions, &scratch).validate(reads, &WriteSet::default())
+    }
+
+    /// Serves COMMIT-PRIMARY: installs the part locked for `key` at `wts` and unlocks it.
+    pub fn serve_commit_primary(&self, key: TxKey, wts: Timestamp) -> Result<(), Error> {
+        let s = self.shared();
+        let Some(Locked { writes, locks, worker }) = lock(&s.serve.locked).remove(&key) else {
+            return Err(Error::Config(format!("COMMIT-PRIMARY of {key:?}, which holds no locks")));
+        };
+        let result = {
+            let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
+            p.commit_primary(locks, writes.part(0..writes.len()), wts)
+        };
+        self.serve_worker_done(worker);
+        result
+    }
+
+    /// Serves ABORT: releases the locks held for `key` (if LOCK got there) and the reserved
+    /// slots of the part's allocations — from the locked part, or else from `allocs`.
+    pub fn serve_abort(&self, key: TxKey, allocs: &[Addr]) -> Result<(), Error> {
+        let s = self.shared();
+        let held = lock(&s.serve.locked).remove(&key);
+        match held {
+            Some(Locked { writes, locks, worker }) => {
+                let result = {
+                    let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
+                    p.abort(Some(locks), writes.part(0..writes.len()))
+                };
+                self.serve_worker_done(worker);
+                result
+            }
+            None => {
+                for &addr in allocs {
+                    if addr.region() == key.region {
+                        // A slot already allocated or not ours is refused, not released.
+                        let _ = self.serve_release(addr);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Serves COMMIT-BACKUP: keeps `part` (one region this node backs up) until TRUNCATE.
+    pub fn serve_backup(&self, key: TxKey, part: &PartWire, wts: Timestamp) -> Result<(), Error> {
+        if part.region() != Some(key.region) {
+            return Err(Error::Config(format!(
+                "COMMIT-BACKUP for region {} names another",
+                key.region
+            )));
+        }
+        let mut writes = WriteSet::default();
+        part.decode(&mut writes)?;
+        lock(&self.shared().serve.backed).insert(key, Backed { wts, part: writes });
+        Ok(())
+    }
+
+    /// Serves TRUNCATE: applies the part backed up for `key`, if any (a repeated or unknown
+    /// truncation is a no-op). Returns whether a part was applied.
+    pub fn serve_truncate(&self, key: TxKey) -> Result<bool, Error> {
+        let s = self.shared();
+        let Some(Backed { wts, part }) = lock(&s.serve.backed).remove(&key) else {
+            return Ok(false);
+        };
+        for e in part.entries() {
+            let applied = s.heap.apply_backup(
+                e.addr,
+                e.kind == WriteKind::Alloc,
+                e.kind != WriteKind::Free,
+                wts,
+                e.len_bytes,
+                part.data(e),
+            );
+            if let Err(err) = applied {
+                s.serve.apply_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Err(err);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Counters of the serving side.
+    pub fn serve_stats(&self) -> ServeStats {
+        let s = &self.shared().serve;
+        ServeStats {
+            locked: lock(&s.locked).len(),
+            backed: lock(&s.backed).len(),
+            apply_errors: s.apply_errors.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    /// A digest of region `region`'s committed objects here (see the replication invariant in
+    /// `ordo-cluster`); `None` when this process holds no copy of it.
+    pub fn region_digest(&self, region: u16) -> Option<u64> {
+        self.shared().heap.region_digest(region)
+    }
+}

@@ -1,0 +1,208 @@
+//! The participant set of a database in a cluster: per region, the local participant (this
+//! process holds the primary) or the [`Remote`] (another process does), with replication to the
+//! region's backups through the `Remote` either way (FaRMv2 Fig. 3).
+//!
+//! Owners are regions: each region is one replica group, so the coordinator's grouping by owner
+//! sends one LOCK, one COMMIT-BACKUP (to every backup of the region) and one COMMIT-PRIMARY per
+//! region written. When every primary a transaction writes is local, only COMMIT-BACKUP and
+//! TRUNCATE leave the process.
+
+use ordo_clock::Timestamp;
+
+use super::{LocalLocks, LocalParticipant, Owner, Participant, Participants, ReadAt};
+use crate::addr::Addr;
+use crate::error::Error;
+use crate::remote::Remote;
+use crate::txn::set::{ReadEntry, WritePart, WriteSet};
+use crate::txn::view::View;
+
+/// One owner of a cluster set: the local primary of a region, or a remote one.
+pub enum ClusterParticipant<'a> {
+    /// This process holds the primary; replication goes through `remote`.
+    Local {
+        /// The heap's participant.
+        local: LocalParticipant<'a>,
+        /// The network half, for the backups.
+        remote: &'a dyn Remote,
+        /// The commit attempt's number.
+        tx: u64,
+    },
+    /// Another process holds the primary.
+    Remote {
+        /// The network half.
+        remote: &'a dyn Remote,
+        /// The commit attempt's number.
+        tx: u64,
+    },
+}
+
+/// The lock token of a [`ClusterParticipant`]: the local token, or a remote owner's (which keeps
+/// its token itself, keyed by the attempt).
+#[derive(Debug)]
+#[must_use = "locks are released only by commit_primary or abort"]
+pub enum ClusterLocks {
+    /// A local primary's token.
+    Local(LocalLocks),
+    /// A remote primary holds the locks.
+    Remote,
+}
+
+fn region_of(part: WritePart<'_>) -> u16 {
+    part.entries().first().map_or(0, |e| e.addr.region())
+}
+
+impl Participant for ClusterParticipant<'_> {
+    type Locks = ClusterLocks;
+
+    #[inline]
+    fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error> {
+        match self {
+            Self::Local { local, .. } => local.read(addr, at, out),
+            Self::Remote { remote, .. } => remote.read(addr, at, out),
+        }
+    }
+
+    #[inline]
+    fn read_view<R>(
+        &self,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+        mut f: impl FnMut(View<'_>) -> R,
+    ) -> Result<(ReadEntry, R), Error> {
+        match self {
+            Self::Local { local, .. } => local.read_view(addr, at, out, f),
+            Self::Remote { remote, .. } => {
+                let entry = remote.read(addr, at, out)?;
+                let r = f(View::owned(out, entry.len_bytes as usize));
+                Ok((entry, r))
+            }
+        }
+    }
+
+    fn still_newest(
+        &self,
+        read: &ReadEntry,
+        rts: Timestamp,
+        scratch: &mut Vec<u64>,
+    ) -> Result<bool, Error> {
+        match self {
+            Self::Local { local, .. } => local.still_newest(read, rts, scratch),
+            Self::Remote { remote, .. } => remote.still_newest(read, rts),
+        }
+    }
+
+    fn lock(&self, part: WritePart<'_>) -> Result<ClusterLocks, Error> {
+        match self {
+            Self::Local { local, .. } => local.lock(part).map(ClusterLocks::Local),
+            Self::Remote { remote, tx } => remote.lock(*tx, part).map(|()| ClusterLocks::Remote),
+        }
+    }
+
+    fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Error> {
+        match self {
+            Self::Local { local, .. } => local.validate(reads, writes),
+            Self::Remote { remote, .. } => {
+                // The coordinator hands a set of several owners only reads it does not write;
+                // filter anyway, so the remote never validates a locked object of ours.
+                if reads.iter().any(|r| writes.find(r.addr).is_some()) {
+                    let own: Vec<ReadEntry> =
+                        reads.iter().filter(|r| writes.find(r.addr).is_none()).copied().collect();
+                    return remote.validate(&own);
+                }
+                remote.validate(reads)
+            }
+        }
+    }
+
+    #[inline]
+    fn begin_backup(&self, lower: Timestamp) {
+        if let Self::Local { local, .. } = self {
+            local.begin_backup(lower);
+        }
+    }
+
+    fn commit_backup(&self, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error> {
+        match self {
+            Self::Local { local, remote, tx } => {
+                local.commit_backup(part, wts)?;
+                remote.commit_backup(*tx, part, wts)
+            }
+            Self::Remote { remote, tx } => remote.commit_backup(*tx, part, wts),
+        }
+    }
+
+    fn commit_primary(
+        &self,
+        locks: ClusterLocks,
+        part: WritePart<'_>,
+        wts: Timestamp,
+    ) -> Result<(), Error> {
+        match (self, locks) {
+            (Self::Local { local, .. }, ClusterLocks::Local(locks)) => {
+                local.commit_primary(locks, part, wts)
+            }
+            (Self::Remote { remote, tx }, ClusterLocks::Remote) => {
+                remote.commit_primary(*tx, region_of(part), wts)
+            }
+            _ => unreachable!("a lock token is given back to the participant that issued it"),
+        }
+    }
+
+    fn truncate(&self, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error> {
+        match self {
+            Self::Local { local, remote, tx } => {
+                local.truncate(part, wts)?;
+                remote.truncate(*tx, region_of(part), wts)
+            }
+            Self::Remote { remote, tx } => remote.truncate(*tx, region_of(part), wts),
+        }
+    }
+
+    fn abort(&self, locks: Option<ClusterLocks>, part: WritePart<'_>) -> Result<(), Error> {
+        match self {
+            Self::Local { local, .. } => {
+                let locks = match locks {
+                    Some(ClusterLocks::Local(l)) => Some(l),
+                    _ => None,
+                };
+                local.abort(locks, part)
+            }
+            Self::Remote { remote, tx } => remote.abort(*tx, part),
+        }
+    }
+}
+
+/// The participant set of a database with a [`Remote`]: owners are regions (see the module
+/// docs).
+pub struct ClusterSet<'a> {
+    local: ClusterParticipant<'a>,
+    remote: ClusterParticipant<'a>,
+    hook: &'a dyn Remote,
+}
+
+impl<'a> ClusterSet<'a> {
+    /// The set of commit attempt `tx`, whose local participant is `local`.
+    #[inline]
+    pub(crate) fn new(local: LocalParticipant<'a>, hook: &'a dyn Remote, tx: u64) -> Self {
+        ClusterSet {
+            local: ClusterParticipant::Local { local, remote: hook, tx },
+            remote: ClusterParticipant::Remote { remote: hook, tx },
+            hook,
+        }
+    }
+}
+
+impl<'a> Participants for ClusterSet<'a> {
+    type Participant = ClusterParticipant<'a>;
+
+    #[inline]
+    fn route(&self, addr: Addr) -> Owner {
+        Owner(addr.region())
+    }
+
+    #[inline]
+    fn get(&self, owner: Owner) -> &ClusterParticipant<'a> {
+        if self.hook.is_local_primary(owner.0) { &self.local } else { &self.remote }
+    }
+}
