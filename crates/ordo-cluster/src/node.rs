@@ -370,6 +370,10 @@ impl Handler for NodeHandler {
                     allocs.into_iter().map(ordo::Addr::from_raw).collect();
                 done(s.db.serve_abort(key, &allocs))
             }
+            Body::Truncate { truncate } => {
+                s.truncate_all(from, &truncate);
+                Body::Done { flag: true }
+            }
             Body::ConfigRequest => Body::ConfigReply {
                 json: String::from_utf8_lossy(&s.config().to_json()).into_owned(),
             },

@@ -12,7 +12,7 @@
 //! | VALIDATE | `Validate` → `Done` / `Declined` | the primary |
 //! | COMMIT-BACKUP | `CommitBackup` → `Done` | every backup of the region, concurrently |
 //! | COMMIT-PRIMARY | `CommitPrimary` → `Done` | the primary |
-//! | TRUNCATE | piggybacked on the next `CommitBackup` to that backup, or a one-way `Truncate` within [`TRUNCATE_FLUSH`] | every backup |
+//! | TRUNCATE | piggybacked on the next `CommitBackup` to that backup, or a one-way `Truncate` within [`TRUNCATE_FLUSH`] (a call, acknowledged, from [`RemoteOwners::flush`]) | every backup |
 //! | ABORT | `Abort` → `Done` | the primary |
 //!
 //! A node that is itself a backup of the region applies COMMIT-BACKUP and TRUNCATE in-process.
@@ -138,6 +138,8 @@ pub struct RemoteOwners {
     local: OnceLock<Weak<dyn LocalBackup>>,
     /// Truncations waiting to ride on a `CommitBackup`, per backup node.
     truncates: Mutex<HashMap<NodeId, Vec<(u64, u16)>>>,
+    /// Held while truncations taken from `truncates` are being sent (periodic or explicit).
+    flushing: tokio::sync::Mutex<()>,
     /// Rotates allocations without a hint over the primaries (a client).
     next_home: AtomicU64,
     /// Network round trips issued (one per call; a concurrent fan-out counts each).
@@ -165,6 +167,7 @@ impl RemoteOwners {
             call_timeout,
             local: OnceLock::new(),
             truncates: Mutex::new(HashMap::new()),
+            flushing: tokio::sync::Mutex::new(()),
             next_home: AtomicU64::new(0),
             round_trips: AtomicU64::new(0),
         });
@@ -187,17 +190,27 @@ impl RemoteOwners {
         self.local.get().and_then(Weak::upgrade)
     }
 
-    /// Sends every waiting truncation now (tests check the replication invariant after this).
+    /// Sends every waiting truncation now and waits until each backup has applied them (a
+    /// client closing; tests checking the replication invariant). Waits for a periodic flush
+    /// in progress first, so nothing taken from the list is still on its way when it returns.
     pub fn flush(&self) {
-        let waiting: Vec<(NodeId, Vec<(u64, u16)>)> = lock(&self.truncates).drain().collect();
-        for (node, truncate) in waiting {
-            if truncate.is_empty() {
-                continue;
+        let (pool, timeout) = (self.pool.clone(), self.call_timeout);
+        self.block_on(async {
+            let _flushing = self.flushing.lock().await;
+            let waiting: Vec<(NodeId, Vec<(u64, u16)>)> = lock(&self.truncates).drain().collect();
+            for (node, truncate) in waiting {
+                if truncate.is_empty() {
+                    continue;
+                }
+                let reply = async {
+                    pool.get(node).await?.call_timeout(Body::Truncate { truncate }, timeout).await
+                }
+                .await;
+                if let Err(e) = reply {
+                    tracing::warn!(peer = node, error = %e, "truncations not delivered");
+                }
             }
-            let pool = self.pool.clone();
-            let _ =
-                self.block_on(async move { pool.send(node, Body::Truncate { truncate }).await });
-        }
+        });
     }
 
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
@@ -522,6 +535,7 @@ async fn flush_truncates(owners: Weak<RemoteOwners>) {
     loop {
         tick.tick().await;
         let Some(o) = owners.upgrade() else { return };
+        let _flushing = o.flushing.lock().await;
         let waiting: Vec<(NodeId, Vec<(u64, u16)>)> = lock(&o.truncates).drain().collect();
         for (node, truncate) in waiting {
             if !truncate.is_empty() {

@@ -128,8 +128,11 @@ fn body() -> impl Strategy<Value = Body> {
         any::<u64>().prop_map(|addr| Body::ReadObject { addr }),
         (any::<u64>(), any::<u32>(), prop::collection::vec(any::<u64>(), 0..40))
             .prop_map(|(header, len_bytes, words)| Body::ObjectImage { header, len_bytes, words }),
-        (any::<u64>(), any::<u64>(), any::<u8>())
-            .prop_map(|(addr, rts, flags)| Body::Read { addr, rts, flags }),
+        (any::<u64>(), any::<u64>(), any::<u8>()).prop_map(|(addr, rts, flags)| Body::Read {
+            addr,
+            rts,
+            flags
+        }),
         (any::<u64>(), any::<u64>(), any::<u32>(), any::<u64>()).prop_map(
             |(addr, header, len_bytes, rts)| Body::StillNewest { addr, header, len_bytes, rts }
         ),
@@ -152,8 +155,11 @@ fn body() -> impl Strategy<Value = Body> {
         (any::<u64>(), any::<u16>(), any::<u64>())
             .prop_map(|(tx, region, wts)| Body::CommitPrimary { tx, region, wts }),
         truncations().prop_map(|truncate| Body::Truncate { truncate }),
-        (any::<u64>(), any::<u16>(), words())
-            .prop_map(|(tx, region, allocs)| Body::Abort { tx, region, allocs }),
+        (any::<u64>(), any::<u16>(), words()).prop_map(|(tx, region, allocs)| Body::Abort {
+            tx,
+            region,
+            allocs
+        }),
         (any::<u16>(), any::<u64>(), any::<u64>(), any::<u64>(), string())
             .prop_map(|(code, addr, a, b, message)| Body::Declined { code, addr, a, b, message }),
         Just(Body::ConfigRequest),

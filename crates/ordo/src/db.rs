@@ -140,6 +140,8 @@ pub(crate) struct Shared<C> {
 impl<C: Clock> SlotHome for Shared<C> {
     fn release_worker(&self, worker: &mut Worker) {
         self.slots[worker.slot].active_rts.store(worker::IDLE, Ordering::Release);
+        // Relaxed: read by the slot's next worker after the free-list mutex hands it over.
+        self.slots[worker.slot].tx_seq.store(worker.tx_seq, Ordering::Relaxed);
         self.heap.abandon(&mut worker.alloc);
         if let Some(v) = &self.versions {
             v.retire(&worker.local.cursor);
@@ -209,7 +211,8 @@ impl<C: Clock> Shared<C> {
             scratch: Vec::new(),
             local: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((slot as u64 + 1) << 17),
-            tx_seq: 0,
+            // Relaxed: the free-list mutex ordered the previous worker's store before this.
+            tx_seq: self.slots[slot].tx_seq.load(Ordering::Relaxed),
         }))
     }
 }

@@ -30,6 +30,9 @@ pub(crate) struct ThreadSlot {
     pub(crate) read_only_commits: AtomicU64,
     pub(crate) aborts: [AtomicU64; AbortKind::ALL.len()],
     pub(crate) write_wait_ns: AtomicU64,
+    /// The commit-attempt count of the slot's last worker, so the next one continues it and an
+    /// attempt's `(slot, count)` name stays unique for the database's life.
+    pub(crate) tx_seq: AtomicU64,
 }
 
 impl Default for ThreadSlot {
@@ -40,6 +43,7 @@ impl Default for ThreadSlot {
             read_only_commits: AtomicU64::new(0),
             aborts: std::array::from_fn(|_| AtomicU64::new(0)),
             write_wait_ns: AtomicU64::new(0),
+            tx_seq: AtomicU64::new(0),
         }
     }
 }

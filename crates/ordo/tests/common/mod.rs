@@ -118,9 +118,23 @@ pub fn run_random<C: Clock>(
     options: Options,
     seed: u64,
 ) {
-    let start = std::sync::Barrier::new(threads as usize);
+    run_random_as(db, keys, rec, 0..threads, txns, options, seed);
+}
+
+/// [`run_random`] with one thread per process id in `processes` (several databases — the
+/// coordinators of a cluster — recording into one history need disjoint ids).
+pub fn run_random_as<C: Clock>(
+    db: &Ordo<C>,
+    keys: &[Addr],
+    rec: &Recorder,
+    processes: std::ops::Range<u32>,
+    txns: usize,
+    options: Options,
+    seed: u64,
+) {
+    let start = std::sync::Barrier::new(processes.len());
     std::thread::scope(|s| {
-        for t in 0..threads {
+        for t in processes {
             let start = &start;
             s.spawn(move || {
                 start.wait();
