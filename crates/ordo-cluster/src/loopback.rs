@@ -141,9 +141,26 @@ impl Loopback {
         Ok(cluster)
     }
 
-    /// The members.
+    /// The members still running.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// The running member `id`.
+    pub fn node(&self, id: u64) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.id() == id)
+    }
+
+    /// Stops member `id` as a crash would look to the others: its connections close and it
+    /// answers nothing more. Returns whether it was running.
+    pub fn stop(&mut self, id: u64) -> bool {
+        match self.nodes.iter().position(|n| n.id() == id) {
+            Some(i) => {
+                self.nodes.remove(i).shutdown();
+                true
+            }
+            None => false,
+        }
     }
 
     /// The configuration.
