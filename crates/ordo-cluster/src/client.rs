@@ -27,8 +27,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -115,10 +115,16 @@ pub enum ClientError {
     },
 }
 
+/// A client's engine.
+type ClientDb = ordo::Ordo<Arc<NodeClock>>;
+
+/// How often a client reports its oldest active timestamp to the CM.
+pub const OAT_REPORT_EVERY: Duration = Duration::from_millis(5);
+
 /// A connected client (see the module docs). Dereferences to its engine.
 pub struct Client {
     id: u64,
-    db: ordo::Ordo<Arc<NodeClock>>,
+    db: ClientDb,
     owners: Arc<RemoteOwners>,
     stopping: Arc<AtomicBool>,
     sync_thread: Option<JoinHandle<()>>,
@@ -161,13 +167,15 @@ impl Client {
             SyncOptions { drift_bound_ppm: cfg.drift_bound_ppm, ..SyncOptions::default() };
         let clock = Arc::new(SyncedClock::follower(local, options));
         let stopping = Arc::new(AtomicBool::new(false));
+        let engine: Arc<OnceLock<ClientDb>> = Arc::new(OnceLock::new());
         let sync_thread = {
             let (clock, pool, stopping) = (clock.clone(), pool.clone(), stopping.clone());
             let (cm, rate) = (config.cm, cfg.sync_rate_per_s.max(1));
             let timeout = cfg.call_timeout.min(Duration::from_millis(100));
+            let engine = engine.clone();
             std::thread::Builder::new()
                 .name("ordo-client-sync".into())
-                .spawn(move || sync_loop(&clock, &pool, cm, rate, timeout, &stopping))
+                .spawn(move || sync_loop(&clock, &pool, cm, rate, timeout, &stopping, &engine))
                 .map_err(|source| ClientError::Io { what: "starting the sync thread", source })?
         };
         let started = Instant::now();
@@ -185,6 +193,7 @@ impl Client {
         let owners =
             RemoteOwners::new(id, placement, pool, runtime.handle().clone(), cfg.call_timeout);
         let db = ordo::Ordo::with_remote(cfg.engine, clock, owners.clone(), Vec::new())?;
+        let _ = engine.set(db.clone());
         tracing::info!(client = id, cluster = %cfg.cluster, seq = config.seq, "client connected");
         Ok(Client {
             id,
@@ -257,7 +266,9 @@ async fn fetch_config(
     Err(ClientError::NoMember { cluster: cfg.cluster.clone(), tried: cfg.nodes.clone(), last })
 }
 
-/// Synchronises `clock` with the CM `rate` times a second until `stopping`.
+/// Synchronises `clock` with the CM `rate` times a second until `stopping`, and reports the
+/// engine's oldest active timestamp to the CM every [`OAT_REPORT_EVERY`] (FaRMv2 Fig. 9: the
+/// cluster's GC must not pass a client's running transactions).
 fn sync_loop(
     clock: &NodeClock,
     pool: &PeerPool,
@@ -265,6 +276,7 @@ fn sync_loop(
     rate: u32,
     timeout: Duration,
     stopping: &AtomicBool,
+    engine: &OnceLock<ClientDb>,
 ) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
         tracing::error!("cannot start the client's sync runtime");
@@ -272,12 +284,18 @@ fn sync_loop(
     };
     let every = Duration::from_secs_f64(1.0 / f64::from(rate));
     rt.block_on(async {
+        let mut next_report = Instant::now();
         while !stopping.load(Ordering::Acquire) {
             let next = Instant::now() + every;
             match pool.get(cm).await {
                 Ok(peer) => {
                     if let Err(e) = sync_clock(clock, &peer, timeout).await {
                         tracing::debug!(error = %e, "client clock sync failed");
+                    }
+                    if let Some(db) = engine.get().filter(|_| Instant::now() >= next_report) {
+                        next_report = Instant::now() + OAT_REPORT_EVERY;
+                        let oat = db.oldest_active().as_nanos();
+                        let _ = peer.send(Body::OatReport { oat }).await;
                     }
                 }
                 Err(TransportError::Backoff { .. }) => {}

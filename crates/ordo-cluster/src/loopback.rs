@@ -84,8 +84,23 @@ pub enum LoopbackError {
 }
 
 impl Loopback {
-    /// Starts the cluster and waits until every node's clock is synchronised.
+    /// Starts the cluster and waits until every node's clock is synchronised. A node that
+    /// cannot bind its port (another process took the free port first) restarts the attempt
+    /// on new ports, up to three attempts.
     pub fn start(opts: LoopbackOptions) -> Result<Loopback, LoopbackError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::start_once(opts.clone()) {
+                Err(LoopbackError::Node { id, source }) if attempt < 3 => {
+                    tracing::warn!(node = id, error = %source, attempt, "loopback start failed; retrying on new ports");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(opts: LoopbackOptions) -> Result<Loopback, LoopbackError> {
         let dir = std::env::temp_dir().join(format!(
             "ordo-loopback-{}-{:x}",
             std::process::id(),

@@ -134,6 +134,8 @@ pub struct NodeShared {
     owners: Arc<RemoteOwners>,
     /// Its connections to the other members (data, apart from the lease thread's).
     owners_pool: Arc<PeerPool>,
+    /// On the CM: the oldest active timestamp each member and client last reported.
+    oats: Mutex<std::collections::HashMap<u64, (u64, Instant)>>,
 }
 
 impl LocalBackup for NodeShared {
@@ -238,7 +240,7 @@ impl Handler for NodeHandler {
                         .map(|i| (i.lo().as_nanos(), i.hi().as_nanos())),
                 }
             }
-            Body::LeaseRequest { config_seq, lease_ms } => {
+            Body::LeaseRequest { config_seq, lease_ms, oat } => {
                 if !s.is_cm() {
                     return error_reply(codes::NOT_CM, format!("node {} is not the CM", s.id));
                 }
@@ -256,8 +258,13 @@ impl Handler for NodeHandler {
                     );
                 }
                 s.leases().renewed(from, Instant::now());
+                s.report_oat(from, oat);
                 s.metrics.lease_renewals.fetch_add(1, Ordering::Relaxed);
-                Body::LeaseGrant { config_seq, lease_ms: lease_ms.min(s.file.lease_ms) }
+                Body::LeaseGrant {
+                    config_seq,
+                    lease_ms: lease_ms.min(s.file.lease_ms),
+                    gc: s.cluster_oat().as_nanos(),
+                }
             }
             Body::ReadObject { addr } => {
                 // FaRM's one-sided RDMA read: the head as it is (the reader validates it),
@@ -392,8 +399,10 @@ impl Handler for NodeHandler {
     // third leg, tells the CM nothing new (its view of the non-CM was renewed by the request)
     // and is dropped, as is anything else.
     fn one_way(&self, from: u64, body: Body) {
-        if let Body::Truncate { truncate } = body {
-            self.shared.truncate_all(from, &truncate);
+        match body {
+            Body::Truncate { truncate } => self.shared.truncate_all(from, &truncate),
+            Body::OatReport { oat } if self.shared.is_cm() => self.shared.report_oat(from, oat),
+            _ => {}
         }
     }
 }
@@ -412,7 +421,39 @@ fn done(r: Result<(), ordo::Error>) -> Body {
     }
 }
 
+/// How long a client's OAT report counts: a client silent for longer is gone, and stops
+/// holding the cluster's GC back.
+pub const CLIENT_OAT_TTL: Duration = Duration::from_secs(2);
+
 impl NodeShared {
+    /// Notes `from`'s oldest active timestamp (CM; FaRMv2 Fig. 9).
+    fn report_oat(&self, from: u64, oat: u64) {
+        let mut oats = self.oats.lock().unwrap_or_else(|p| p.into_inner());
+        oats.insert(from, (oat, Instant::now()));
+    }
+
+    /// The cluster's oldest active timestamp as this CM knows it: the minimum of its own and of
+    /// what every member (zero until it reported) and every live client last reported. It
+    /// bounds every member's GC safe point, the CM's own included.
+    fn cluster_oat(&self) -> ordo_clock::Timestamp {
+        let mut oat = self.db.oldest_active().as_nanos();
+        let config = self.config();
+        let mut oats = self.oats.lock().unwrap_or_else(|p| p.into_inner());
+        for m in config.non_cms() {
+            oat = oat.min(oats.get(&m.id).map_or(0, |(o, _)| *o));
+        }
+        oats.retain(|id, (_, at)| config.member(*id).is_some() || at.elapsed() < CLIENT_OAT_TTL);
+        for (id, (o, _)) in oats.iter() {
+            if config.member(*id).is_none() {
+                oat = oat.min(*o);
+            }
+        }
+        drop(oats);
+        let oat = ordo_clock::Timestamp::from_nanos(oat);
+        self.db.set_gc_bound(oat);
+        oat
+    }
+
     /// `None` if this node is `region`'s primary, else the `NOT_OWNER` reply.
     fn not_primary(&self, region: u16) -> Option<Body> {
         (self.placement.primary(region) != Some(self.id)).then(|| {
@@ -529,6 +570,7 @@ impl Node {
             placement,
             owners: owners.clone(),
             owners_pool,
+            oats: Mutex::new(std::collections::HashMap::new()),
             clock,
             config: RwLock::new(config),
             metrics,
@@ -887,6 +929,10 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
             next_check = now + tick;
             check_leases(&shared, now);
             sample_clock(&shared);
+            if is_cm {
+                // The CM's own GC bound (members get theirs with their lease grants).
+                shared.cluster_oat();
+            }
         }
     }
 }
@@ -933,8 +979,11 @@ async fn sync_once(shared: &NodeShared, peer: &Peer, timeout: Duration) {
 async fn renew_once(shared: &NodeShared, peer: &Peer, seq: u64, cm: NodeId, timeout: Duration) {
     let sent = Instant::now();
     let lease_ms = shared.file.lease_ms;
-    match peer.call_timeout(Body::LeaseRequest { config_seq: seq, lease_ms }, timeout).await {
-        Ok(Body::LeaseGrant { config_seq, .. }) if config_seq == seq => {
+    let oat = shared.db.oldest_active().as_nanos();
+    match peer.call_timeout(Body::LeaseRequest { config_seq: seq, lease_ms, oat }, timeout).await {
+        Ok(Body::LeaseGrant { config_seq, gc, .. }) if config_seq == seq => {
+            // FaRMv2 Fig. 9: the CM's view of the cluster's OAT bounds this node's GC.
+            shared.db.set_gc_bound(ordo_clock::Timestamp::from_nanos(gc));
             // The CM's lease here counts from when the request was sent (conservative).
             shared.leases().renewed(cm, sent);
             shared.metrics.lease_renewals.fetch_add(1, Ordering::Relaxed);

@@ -109,10 +109,16 @@ fn body() -> impl Strategy<Value = Body> {
         any::<u64>().prop_map(|payload| Body::Pong { payload }),
         Just(Body::ClockSyncRequest),
         any::<Option<(u64, u64)>>().prop_map(|master_time| Body::ClockSyncReply { master_time }),
-        (any::<u64>(), any::<u32>())
-            .prop_map(|(config_seq, lease_ms)| Body::LeaseRequest { config_seq, lease_ms }),
-        (any::<u64>(), any::<u32>())
-            .prop_map(|(config_seq, lease_ms)| Body::LeaseGrant { config_seq, lease_ms }),
+        (any::<u64>(), any::<u32>()).prop_map(|(config_seq, lease_ms)| Body::LeaseRequest {
+            config_seq,
+            lease_ms,
+            oat: config_seq ^ 5
+        }),
+        (any::<u64>(), any::<u32>()).prop_map(|(config_seq, lease_ms)| Body::LeaseGrant {
+            config_seq,
+            lease_ms,
+            gc: config_seq >> 1
+        }),
         any::<u64>().prop_map(|config_seq| Body::LeaseAck { config_seq }),
         Just(Body::StatusRequest),
         (
@@ -165,6 +171,7 @@ fn body() -> impl Strategy<Value = Body> {
         Just(Body::ConfigRequest),
         string().prop_map(|json| Body::ConfigReply { json }),
         any::<bool>().prop_map(|flag| Body::Done { flag }),
+        any::<u64>().prop_map(|oat| Body::OatReport { oat }),
         (any::<u16>(), string()).prop_map(|(code, message)| Body::Error { code, message }),
     ]
 }
@@ -200,8 +207,8 @@ fn one_of_each() -> Vec<Body> {
         Body::Pong { payload: 1 },
         Body::ClockSyncRequest,
         Body::ClockSyncReply { master_time: Some((10, 20)) },
-        Body::LeaseRequest { config_seq: 4, lease_ms: 10 },
-        Body::LeaseGrant { config_seq: 4, lease_ms: 10 },
+        Body::LeaseRequest { config_seq: 4, lease_ms: 10, oat: 99 },
+        Body::LeaseGrant { config_seq: 4, lease_ms: 10, gc: 98 },
         Body::LeaseAck { config_seq: 4 },
         Body::StatusRequest,
         Body::StatusReply {
@@ -235,6 +242,7 @@ fn one_of_each() -> Vec<Body> {
         Body::ConfigRequest,
         Body::ConfigReply { json: "{}".into() },
         Body::Done { flag: true },
+        Body::OatReport { oat: 77 },
         Body::Error { code: 2, message: "unsupported".into() },
     ]
 }
@@ -415,6 +423,7 @@ fn tags_are_pinned() {
         (0x2c, "ConfigRequest"),
         (0x2d, "ConfigReply"),
         (0x2e, "Done"),
+        (0x2f, "OatReport"),
         (0x1f, "Error"),
     ];
     let actual: Vec<(u8, &str)> = tag::ALL.iter().map(|&t| (t, tag::name(t).unwrap())).collect();
@@ -497,7 +506,7 @@ fn encoding_above_the_frame_limit_is_refused() {
 
 #[test]
 fn unknown_tag_and_tag_zero() {
-    for bad in [0x00, 0x06, 0x2f, 0xff] {
+    for bad in [0x00, 0x06, 0x30, 0xff] {
         let got = Message::decode_body(&raw_body(Kind::Request, bad, &[]));
         assert_eq!(got, Err(WireError::UnknownTag { tag: bad, at: 10 }));
     }

@@ -269,6 +269,8 @@ impl<C: Clock> Ordo<C> {
         }
         let db = Self::with_parts(config, clock, None, Some(remote))?;
         db.shared.heap.set_home_regions(home);
+        // No GC until the cluster's OAT says how far it may go (FaRMv2 Fig. 9).
+        db.shared.gc.set_bound(ordo_clock::Timestamp::ZERO);
         Ok(db)
     }
 
@@ -529,6 +531,21 @@ impl<C: Clock> Ordo<C> {
         self.shared.gc.rounds()
     }
 
+    /// The oldest active timestamp here now: the smallest read timestamp of a running
+    /// transaction (or one being served), else `now().lo`. A cluster node reports it to the CM.
+    pub fn oldest_active(&self) -> ordo_clock::Timestamp {
+        let now = self.shared.clock.now().lo();
+        self.shared.min_active().map_or(now, |a| a.min(now))
+    }
+
+    /// Bounds this database's GC safe point by `ts` (FaRMv2 Fig. 9): in a cluster, the oldest
+    /// active timestamp of every member and client, so no member recycles a version a remote
+    /// reader may still need. A database opened with [`Ordo::with_remote`] starts bounded at
+    /// zero (no GC) until its node sets a bound.
+    pub fn set_gc_bound(&self, ts: ordo_clock::Timestamp) {
+        self.shared.gc.set_bound(ts);
+    }
+
     /// Runs one GC round now and says what it did ([`GcRound`]).
     pub fn collect_garbage(&self) -> GcRound {
         self.shared.gc_round()
@@ -550,6 +567,22 @@ impl<C: Clock> Ordo<C> {
     {
         let options = self.shared.config.options;
         self.retry(options.retries_max, || Tx::begin_at(&self.shared, options, ts), f)
+    }
+
+    /// Takes a snapshot time (`now().lo`, raised to the GC safe point) and holds it: until the
+    /// pin is dropped, this database's GC keeps every version a read at that time needs — and
+    /// in a cluster, so does every member's (the pin is part of this process's oldest active
+    /// timestamp). Ship [`SnapshotPin::ts`] to other nodes and read there with
+    /// [`Ordo::read_only_at`]: one snapshot, read anywhere (FaRMv2 §4.6).
+    pub fn pin_snapshot(&self) -> Result<SnapshotPin<'_, C>, Error> {
+        let worker = self.shared.new_worker()?;
+        let ts = self.shared.clock.now().lo();
+        let slot = self.shared.slot(worker.slot);
+        // SeqCst: registration before the safe-point load (Dekker, crate::gc).
+        slot.active_rts.store(ts.as_nanos(), Ordering::SeqCst);
+        let ts = ts.max(self.shared.gc.point());
+        slot.active_rts.store(ts.as_nanos(), Ordering::SeqCst);
+        Ok(SnapshotPin { shared: &self.shared, worker: Some(worker), ts })
     }
 
     /// Empty slabs reclaimed for reuse so far.
@@ -582,17 +615,20 @@ impl<C: Clock> Ordo<C> {
 
 impl<C: Clock> Shared<C> {
     /// One GC round over this database's slots and old-version memory.
+    /// The smallest read timestamp registered in a slot, if any.
+    pub(crate) fn min_active(&self) -> Option<ordo_clock::Timestamp> {
+        self.slots
+            .iter()
+            // SeqCst: the scan half of the Dekker pattern in crate::gc.
+            .map(|s| s.active_rts.load(Ordering::SeqCst))
+            .filter(|&v| v != worker::IDLE)
+            .min()
+            .map(ordo_clock::Timestamp::from_nanos)
+    }
+
     pub(crate) fn gc_round(&self) -> GcRound {
         self.gc.round(
-            || {
-                self.slots
-                    .iter()
-                    // SeqCst: the scan half of the Dekker pattern in crate::gc.
-                    .map(|s| s.active_rts.load(Ordering::SeqCst))
-                    .filter(|&v| v != worker::IDLE)
-                    .min()
-                    .map(ordo_clock::Timestamp::from_nanos)
-            },
+            || self.min_active(),
             || self.clock.now().lo(),
             |below| {
                 let blocks = self.versions.as_ref().map_or(0, |v| v.collect(below));
@@ -646,4 +682,28 @@ fn spawn_checkpointer<C: Clock>(shared: Weak<Shared<C>>, interval_ms: u64) -> Re
         })
         .map(|_| ())
         .map_err(|e| Error::Config(format!("cannot start the checkpoint thread: {e}")))
+}
+
+/// A snapshot time held against garbage collection ([`Ordo::pin_snapshot`]).
+pub struct SnapshotPin<'db, C: Clock> {
+    shared: &'db Shared<C>,
+    worker: Option<Box<Worker>>,
+    ts: ordo_clock::Timestamp,
+}
+
+impl<C: Clock> SnapshotPin<'_, C> {
+    /// The snapshot time.
+    pub fn ts(&self) -> ordo_clock::Timestamp {
+        self.ts
+    }
+}
+
+impl<C: Clock> Drop for SnapshotPin<'_, C> {
+    fn drop(&mut self) {
+        if let Some(w) = self.worker.take() {
+            // Release: pairs with the GC's scan; the slot is idle again.
+            self.shared.slot(w.slot).active_rts.store(worker::IDLE, Ordering::Release);
+            drop(w);
+        }
+    }
 }

@@ -23,10 +23,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ordo_clock::Timestamp;
 
 /// The GC's shared state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct GcState {
     /// The safe point, in ns; only increases.
     point: AtomicU64,
+    /// An upper bound the safe point must stay at or below, in ns: the cluster's oldest active
+    /// timestamp (FaRMv2 Fig. 9), set by `ordo-cluster`; `u64::MAX` in the embedded engine.
+    bound: AtomicU64,
     /// The OAT computed by the previous round: the next round's safe point.
     pending: AtomicU64,
     rounds: AtomicU64,
@@ -47,7 +50,27 @@ pub struct GcRound {
     pub slabs_reclaimed: usize,
 }
 
+impl Default for GcState {
+    fn default() -> Self {
+        GcState {
+            point: AtomicU64::new(0),
+            bound: AtomicU64::new(u64::MAX),
+            pending: AtomicU64::new(0),
+            rounds: AtomicU64::new(0),
+            round: Mutex::new(()),
+        }
+    }
+}
+
 impl GcState {
+    /// Bounds the safe point by `ts` from now on (it never moves back: a bound below the
+    /// current point holds it where it is). Monotonic in the cluster, where `ts` is a past OAT.
+    pub(crate) fn set_bound(&self, ts: Timestamp) {
+        // Relaxed: read by the next round under its mutex; a round that misses it uses the
+        // previous bound, which was lower.
+        self.bound.store(ts.as_nanos(), Ordering::Relaxed);
+    }
+
     /// The current safe point. `SeqCst`: pairs with the store in `round` (Dekker, module docs).
     #[inline]
     pub(crate) fn point(&self) -> Timestamp {
@@ -68,8 +91,10 @@ impl GcState {
         recycle: impl Fn(Timestamp) -> (usize, usize),
     ) -> GcRound {
         let _serial = self.round.lock().unwrap_or_else(|e| e.into_inner());
-        // SeqCst: published before the scan below (Dekker, module docs).
-        self.point.fetch_max(self.pending.load(Ordering::Relaxed), Ordering::SeqCst);
+        // SeqCst: published before the scan below (Dekker, module docs). In a cluster the
+        // point also stays at or below the cluster's OAT (the bound).
+        let next = self.pending.load(Ordering::Relaxed).min(self.bound.load(Ordering::Relaxed));
+        self.point.fetch_max(next, Ordering::SeqCst);
         let point = self.point();
         let active = min_active();
         let free_below = active.map_or(point, |a| a.min(point));

@@ -346,6 +346,11 @@ impl<C: Clock> Ordo<C> {
     }
 
     /// Serves a remote READ at this node's primary copy.
+    ///
+    /// A read that may walk old versions is registered at `at.rts` in a thread slot while it
+    /// runs (so this node's GC keeps what it reads) and is refused with
+    /// [`Error::SnapshotTooOld`] when `at.rts` is below this node's GC safe point (the
+    /// GC_local guard of FaRMv2 §4.6: versions below it may be gone).
     pub fn serve_read(
         &self,
         addr: Addr,
@@ -354,7 +359,24 @@ impl<C: Clock> Ordo<C> {
     ) -> Result<ReadEntry, Error> {
         let s = self.shared();
         let scratch = crate::txn::participant::LocalScratch::default();
-        LocalParticipant::new(&s.heap, &s.versions, &scratch).read(addr, at, out)
+        let owner = LocalParticipant::new(&s.heap, &s.versions, &scratch);
+        if !at.old_versions || s.versions.is_none() {
+            return owner.read(addr, at, out);
+        }
+        let worker = self.serve_worker()?;
+        let slot = s.slot(worker.slot);
+        // SeqCst: registration before the safe-point check (Dekker, crate::gc).
+        slot.active_rts.store(at.rts.as_nanos(), std::sync::atomic::Ordering::SeqCst);
+        let gc_point = s.gc.point();
+        let read = if at.rts < gc_point {
+            Err(Error::SnapshotTooOld { ts: at.rts, gc_point })
+        } else {
+            owner.read(addr, at, out)
+        };
+        // Release: pairs with the GC's Acquire scan; the slot is idle again.
+        slot.active_rts.store(crate::worker::IDLE, std::sync::atomic::Ordering::Release);
+        self.serve_worker_done(worker);
+        read
     }
 
     /// Serves a remote revalidation (see [`Participant::still_newest`]).

@@ -11,7 +11,7 @@
 //! * `0x10..=0x1f` are the Cluster I application messages.
 //! * `0x20..=0x2f` are the Cluster II messages: the participant protocol (READ, LOCK,
 //!   VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT, slot reservation) and a
-//!   client's configuration request. `0x2f` is free.
+//!   client's configuration request, and a client's OAT report.
 //!
 //! A `const` block checks that tags are distinct and non-zero. Changing a tag or a field's
 //! type or order changes the format: bump [`super::PROTOCOL_VERSION`] and the golden-bytes test.
@@ -166,6 +166,8 @@ messages! {
         config_seq: u64,
         /// The lease length asked for.
         lease_ms: u32,
+        /// The requester's oldest active timestamp (FaRMv2 Fig. 9, GC across nodes).
+        oat: u64,
     },
     /// Lease handshake, step 2: grants the lease (and asks for the reverse one).
     LEASE_GRANT = 0x15 => LeaseGrant {
@@ -173,6 +175,9 @@ messages! {
         config_seq: u64,
         /// The lease length granted.
         lease_ms: u32,
+        /// The cluster's oldest active timestamp as the CM knows it: the bound of every
+        /// member's GC safe point.
+        gc: u64,
     },
     /// Lease handshake, step 3 (one-way): acknowledges the grant.
     LEASE_ACK = 0x16 => LeaseAck {
@@ -324,6 +329,11 @@ messages! {
     DONE = 0x2e => Done {
         /// The answer.
         flag: bool,
+    },
+    /// A client's oldest active timestamp, to the CM (one-way, periodic).
+    OAT_REPORT = 0x2f => OatReport {
+        /// The oldest read timestamp of the client's running transactions (else its `now().lo`).
+        oat: u64,
     },
     /// A request could not be served.
     ERROR = 0x1f => Error {
