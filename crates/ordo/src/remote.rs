@@ -537,3 +537,221 @@ impl<C: Clock> Ordo<C> {
         self.shared().heap.region_digest(region)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use ordo_clock::LogicalClock;
+
+    use super::*;
+    use crate::db::Config;
+
+    /// A `Remote` for one process that holds region 1's primary: it records what the
+    /// coordinator sends to the backups, and owns nothing else.
+    #[derive(Default)]
+    struct Recording {
+        backed: Mutex<Vec<(u64, PartWire, Timestamp)>>,
+        truncated: Mutex<Vec<u64>>,
+    }
+
+    fn refuse() -> Error {
+        Error::Config("no remote owner in this test".into())
+    }
+
+    impl Remote for Recording {
+        fn is_local_primary(&self, region: u16) -> bool {
+            region == 1
+        }
+        fn read(&self, _: Addr, _: ReadAt, _: &mut Vec<u64>) -> Result<ReadEntry, Error> {
+            Err(refuse())
+        }
+        fn still_newest(&self, _: &ReadEntry, _: Timestamp) -> Result<bool, Error> {
+            Err(refuse())
+        }
+        fn reserve(&self, _: Option<Addr>, _: usize) -> Result<(Addr, Timestamp), Error> {
+            Err(refuse())
+        }
+        fn release(&self, _: Addr) -> Result<(), Error> {
+            Err(refuse())
+        }
+        fn lock(&self, _: u64, _: WritePart<'_>) -> Result<(), Error> {
+            Err(refuse())
+        }
+        fn validate(&self, _: &[ReadEntry]) -> Result<(), Error> {
+            Err(refuse())
+        }
+        fn commit_backup(&self, tx: u64, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error> {
+            lock(&self.backed).push((tx, PartWire::of(part), wts));
+            Ok(())
+        }
+        fn commit_primary(&self, _: u64, _: u16, _: Timestamp) -> Result<(), Error> {
+            Err(refuse())
+        }
+        fn truncate(&self, tx: u64, _: u16, _: Timestamp) -> Result<(), Error> {
+            lock(&self.truncated).push(tx);
+            Ok(())
+        }
+        fn abort(&self, _: u64, _: WritePart<'_>) -> Result<(), Error> {
+            Err(refuse())
+        }
+    }
+
+    fn small() -> Config {
+        let mut c = Config::default();
+        c.heap.region_bytes = 2 << 20;
+        c.gc_interval_us = 0;
+        c
+    }
+
+    fn member(home: Vec<u16>) -> (Ordo<LogicalClock>, Arc<Recording>) {
+        let r = Arc::new(Recording::default());
+        let db = Ordo::with_remote(small(), LogicalClock::new(), r.clone(), home).unwrap();
+        (db, r)
+    }
+
+    fn key(tx: u64) -> TxKey {
+        TxKey { coordinator: 9, tx, region: 1 }
+    }
+
+    #[test]
+    fn a_backup_equals_its_primary_after_truncation_only() {
+        let (primary, rec) = member(vec![1]);
+        let (backup, _) = member(vec![]);
+        let a = primary.run(|tx| tx.alloc(&1u64)).unwrap();
+        let b = primary.run(|tx| tx.alloc_bytes(&[5u8; 300])).unwrap();
+        assert_eq!((a.region(), b.region()), (1, 1), "allocation opens home regions only");
+        primary.run(|tx| tx.write(a, &2u64)).unwrap();
+        primary.run(|tx| tx.free(b)).unwrap();
+        let c = primary.run(|tx| tx.alloc(&3u64)).unwrap();
+        let backed = std::mem::take(&mut *lock(&rec.backed));
+        assert_eq!(backed.len(), 5);
+        assert_eq!(*lock(&rec.truncated), backed.iter().map(|b| b.0).collect::<Vec<_>>());
+        for (tx, part, wts) in &backed {
+            backup.serve_backup(key(*tx), part, *wts).unwrap();
+        }
+        assert_ne!(primary.region_digest(1), backup.region_digest(1).or(Some(0)));
+        assert_eq!(backup.serve_stats().backed, 5);
+        // Truncations out of order: the newest version of `a` arrives first and stays.
+        for (tx, ..) in backed.iter().rev() {
+            assert!(backup.serve_truncate(key(*tx)).unwrap());
+        }
+        assert!(!backup.serve_truncate(key(backed[0].0)).unwrap(), "a repeated truncation");
+        assert_eq!(primary.region_digest(1), backup.region_digest(1));
+        assert!(primary.region_digest(1).is_some());
+        // The backup holds the committed values (read through its own heap).
+        let mut out = Vec::new();
+        assert_eq!(backup.serve_read(a, at(u64::MAX), &mut out).map(|_| out[0]).unwrap(), 2);
+        assert_eq!(backup.serve_read(c, at(u64::MAX), &mut out).map(|_| out[0]).unwrap(), 3);
+    }
+
+    fn at(rts: u64) -> ReadAt {
+        ReadAt { rts: Timestamp::from_nanos(rts), check_lock: true, old_versions: false }
+    }
+
+    #[test]
+    fn a_digest_sees_a_changed_payload() {
+        let (primary, rec) = member(vec![1]);
+        let (backup, _) = member(vec![]);
+        let a = primary.run(|tx| tx.alloc(&1u64)).unwrap();
+        let (tx, mut part, wts) = lock(&rec.backed).pop().unwrap();
+        part.words[0] = 99; // a backup applying a different value
+        backup.serve_backup(key(tx), &part, wts).unwrap();
+        backup.serve_truncate(key(tx)).unwrap();
+        assert_ne!(primary.region_digest(1), backup.region_digest(1), "{a:?}");
+    }
+
+    #[test]
+    fn malformed_parts_are_refused_and_change_nothing() {
+        let (db, _) = member(vec![1]);
+        let good = |addr: u64| PartWire { entries: vec![addr, 8 << 8, 0], words: vec![1] };
+        let a = Addr::new(1, 64).to_raw();
+        let bad = [
+            PartWire { entries: vec![a, 8 << 8], words: vec![1] },
+            PartWire { entries: vec![a, 3 | (8 << 8), 0], words: vec![1] },
+            PartWire { entries: vec![a, 0, 0], words: vec![] },
+            PartWire { entries: vec![a, 1 << 40, 0], words: vec![1] },
+            PartWire { entries: vec![a, 8 << 8, 3 << 62], words: vec![1] },
+            PartWire { entries: vec![a, 16 << 8, 0], words: vec![1] },
+            PartWire { entries: vec![a, 8 << 8, 0], words: vec![1, 2] },
+            PartWire { entries: [good(a).entries, good(a).entries].concat(), words: vec![1, 1] },
+            PartWire {
+                entries: [good(a).entries, good(Addr::new(2, 64).to_raw()).entries].concat(),
+                words: vec![1, 1],
+            },
+        ];
+        for (i, p) in bad.iter().enumerate() {
+            assert!(db.serve_lock(key(i as u64), p).is_err(), "part {i} accepted: {p:?}");
+            assert!(db.serve_backup(key(i as u64), p, Timestamp::from_nanos(5)).is_err(), "{i}");
+        }
+        assert_eq!(db.serve_stats(), ServeStats::default());
+        // A part for another region than its key names is refused too.
+        let other = TxKey { region: 2, ..key(1) };
+        assert!(db.serve_lock(other, &good(a)).is_err());
+        // COMMIT-PRIMARY of a key that holds no locks.
+        assert!(db.serve_commit_primary(key(1), Timestamp::from_nanos(9)).is_err());
+    }
+
+    #[test]
+    fn lock_commit_and_abort_serve_remote_coordinators() {
+        let (db, _) = member(vec![1]);
+        let a = db.run(|tx| tx.alloc(&1u64)).unwrap();
+        let head = db.serve_read(a, at(u64::MAX), &mut Vec::new()).unwrap();
+        let expect = (EXPECT_VERSION << 62) | head.header.ts().as_nanos();
+        let part = PartWire { entries: vec![a.to_raw(), 8 << 8, expect], words: vec![42] };
+        db.serve_lock(key(1), &part).unwrap();
+        assert!(db.serve_lock(key(1), &part).is_err(), "one key locks once");
+        // A second coordinator finds the object locked: an abort it retries.
+        let r = db.serve_lock(key(2), &part);
+        assert!(matches!(r, Err(Error::Aborted(Abort::LockBusy { .. }))), "{r:?}");
+        let r = db.serve_read(a, at(u64::MAX), &mut Vec::new());
+        assert!(matches!(r, Err(Error::Aborted(Abort::ReadLocked { .. }))), "{r:?}");
+        db.serve_commit_primary(key(1), db.clock().get_ts()).unwrap();
+        let mut out = Vec::new();
+        db.serve_read(a, at(u64::MAX), &mut out).unwrap();
+        assert_eq!(out, vec![42]);
+        // An abort releases the locks; a reserved slot is released once, and only in its region.
+        let head = db.serve_read(a, at(u64::MAX), &mut Vec::new()).unwrap();
+        let expect = (EXPECT_VERSION << 62) | head.header.ts().as_nanos();
+        let part = PartWire { entries: vec![a.to_raw(), 8 << 8, expect], words: vec![7] };
+        db.serve_lock(key(3), &part).unwrap();
+        db.serve_abort(key(3), &[]).unwrap();
+        assert_eq!(db.serve_stats().locked, 0);
+        db.serve_read(a, at(u64::MAX), &mut out).unwrap();
+        assert_eq!(out, vec![42]);
+        let (slot, _) = db.serve_reserve(8).unwrap();
+        assert!(db.serve_release(a).is_err(), "an allocated object is not a reservation");
+        db.serve_abort(key(4), &[slot, Addr::new(2, 64)]).unwrap();
+        assert_eq!(db.serve_reserve(8).unwrap().0, slot, "the released slot is reused");
+    }
+
+    #[test]
+    fn refusals_round_trip() {
+        let a = Addr::new(3, 128);
+        let t = Timestamp::from_nanos;
+        let errors = [
+            Error::Aborted(Abort::ReadLocked { addr: a }),
+            Error::Aborted(Abort::TooNew { addr: a, version: t(9), rts: t(5) }),
+            Error::Aborted(Abort::LockBusy { addr: a }),
+            Error::Aborted(Abort::WriteConflict { addr: a }),
+            Error::Aborted(Abort::Validation { addr: a }),
+            Error::Aborted(Abort::VersionMemory { addr: a }),
+            Error::Aborted(Abort::Requested),
+            Error::InvalidAddress { addr: a },
+            Error::NotAllocated { addr: a },
+            Error::VersionRecycled { addr: a },
+            Error::CorruptObject { addr: a, len_bytes: 12 },
+            Error::SnapshotTooOld { ts: t(3), gc_point: t(8) },
+            Error::OutOfMemory { regions: 4, region_bytes: 1 << 20 },
+            Error::TooLarge { len_bytes: 1 << 20, max_bytes: 1 << 18 },
+            Error::ZeroSize,
+        ];
+        for e in errors {
+            assert_eq!(Refusal::of(&e).into_error(), Some(e.clone()), "{e}");
+        }
+        let other = Refusal::of(&Error::Config("x".into()));
+        assert_eq!(other.code, Refusal::OTHER);
+        assert_eq!(other.into_error(), None);
+        assert_eq!(Refusal { code: 999, addr: 0, a: 0, b: 0 }.into_error(), None);
+    }
+}

@@ -490,7 +490,7 @@ impl Heap {
     /// Applies one write of a transaction this node backs up (Cluster II, FaRMv2 §3: backups
     /// apply at truncation and keep no old versions): the object image at `addr` becomes
     /// version `wts` (unallocated for a free) with `payload`, unless the slot already holds a
-    /// newer version (truncations of two transactions may arrive out of order). An allocation
+    /// newer version (truncations of two transactions may arrive out of order). The length
     /// names the slab's size class; a slab the primary reclaimed for another class since is
     /// zeroed first, as the primary's reclaim did.
     ///
@@ -513,20 +513,27 @@ impl Heap {
         let offset = addr.offset() as usize;
         let slab = offset / SLAB_BYTES;
         let meta = region.slabs.get(slab).ok_or_else(bad)?;
-        if alloc {
-            let class = class_for(len_bytes).ok_or_else(bad)?;
-            if meta.class.load(Ordering::Acquire) != class as u32 {
-                let first = slab * SLAB_BYTES / 8;
-                let words = &region.memory.words()[first..first + SLAB_BYTES / 8];
-                if meta.class.load(Ordering::Acquire) != NO_CLASS {
-                    for w in words {
-                        w.store(0, Ordering::Relaxed);
-                    }
-                }
-                words[0].store(SLAB_MAGIC | class as u64, Ordering::Relaxed);
-                // Release: pairs with the Acquire class load in object().
-                meta.class.store(class as u32, Ordering::Release);
+        // The slab's class follows from the object's length. A slab this copy never classed
+        // takes it (writes of one transaction may be applied before its allocation's, when
+        // truncations arrive out of order); an allocation into a slab of another class means
+        // the primary reclaimed and reclassed it: zero it as the reclaim did. Any other write
+        // into a slab of another class is older than that reclaim and is dropped.
+        let class = class_for(len_bytes).ok_or_else(bad)?;
+        let have = meta.class.load(Ordering::Acquire);
+        if have != class as u32 {
+            if have != NO_CLASS && !alloc {
+                return Ok(());
             }
+            let first = slab * SLAB_BYTES / 8;
+            let words = &region.memory.words()[first..first + SLAB_BYTES / 8];
+            if have != NO_CLASS {
+                for w in words {
+                    w.store(0, Ordering::Relaxed);
+                }
+            }
+            words[0].store(SLAB_MAGIC | class as u64, Ordering::Relaxed);
+            // Release: pairs with the Acquire class load in object().
+            meta.class.store(class as u32, Ordering::Release);
         }
         let obj = self.object(addr)?;
         if obj.capacity_bytes() < len_bytes {
