@@ -200,3 +200,52 @@ fn a_backup_dying_mid_run_gives_typed_errors_and_loses_nothing() {
     let c = cluster.node(3).unwrap().db().run(|tx| tx.alloc(&5u64)).unwrap();
     assert_eq!(n1.run(|tx| tx.read::<u64>(c)).unwrap(), 5);
 }
+
+/// The engine's `HashMap` and `BTree` over the cluster: built by a client (their nodes spread
+/// over every primary), read and changed from inside nodes, checked against a `BTreeMap`.
+#[test]
+fn hash_map_and_btree_work_over_the_cluster() {
+    use ordo::map::HashMap;
+    use ordo::tree::BTree;
+    use std::collections::BTreeMap;
+    let cluster = Loopback::start(LoopbackOptions::new(3)).unwrap();
+    let client = cluster.client(ordo::Config::default()).unwrap();
+    let (map, tree) = client
+        .run(|tx| Ok::<_, ordo::Error>((HashMap::create(tx, 64)?, BTree::create(tx)?)))
+        .unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..300u32 {
+        let (k, v) = (format!("key-{:05}", i * 7 % 1000).into_bytes(), i.to_le_bytes().to_vec());
+        // Alternate coordinators: the client and each node's engine.
+        let run = |f: &mut dyn FnMut(
+            &mut ordo::Tx<'_, std::sync::Arc<ordo_cluster::node::NodeClock>>,
+        ) -> Result<(), ordo::Error>| {
+            match i % 4 {
+                0 => client.run(|tx| f(tx)),
+                n => cluster.nodes()[n as usize - 1].db().run(|tx| f(tx)),
+            }
+        };
+        run(&mut |tx| {
+            map.insert(tx, &k, &v)?;
+            tree.insert(tx, &k, &v)?;
+            Ok(())
+        })
+        .unwrap();
+        model.insert(k, v);
+    }
+    let all = |tx: &mut ordo::Tx<'_, std::sync::Arc<ordo_cluster::node::NodeClock>>| {
+        use std::ops::Bound::Unbounded;
+        tree.range_entries(tx, Unbounded, Unbounded, ordo::tree::Direction::Forward, None)
+    };
+    let n2 = cluster.nodes()[1].db();
+    let from_map: BTreeMap<Vec<u8>, Vec<u8>> =
+        n2.run(|tx| map.entries(tx)).unwrap().into_iter().collect();
+    assert_eq!(from_map, model);
+    let from_tree: BTreeMap<Vec<u8>, Vec<u8>> =
+        cluster.nodes()[2].db().run(all).unwrap().into_iter().collect();
+    assert_eq!(from_tree, model);
+    n2.run(|tx| map.verify(tx)).unwrap();
+    client.owners().flush();
+    assert!(cluster.quiesce(Duration::from_secs(5)));
+    assert_eq!(cluster.check_replication().unwrap(), 3);
+}
