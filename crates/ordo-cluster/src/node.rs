@@ -153,6 +153,10 @@ impl LocalBackup for NodeShared {
             tracing::error!(node = self.id, ?key, error = %e, "applying a backed-up part failed");
         }
     }
+
+    fn discard(&self, key: TxKey) {
+        self.db.serve_discard(key);
+    }
 }
 
 impl NodeShared {
@@ -350,7 +354,7 @@ impl Handler for NodeHandler {
                 done(s.db.serve_validate(&reads))
             }
             Body::CommitBackup { tx, region, wts, entries, words, truncate } => {
-                s.truncate_all(from, &truncate);
+                s.truncate_all(from, &truncate, &[]);
                 if !s.placement.is_backup(region, s.id) {
                     return error_reply(
                         codes::NOT_OWNER,
@@ -377,8 +381,8 @@ impl Handler for NodeHandler {
                     allocs.into_iter().map(ordo::Addr::from_raw).collect();
                 done(s.db.serve_abort(key, &allocs))
             }
-            Body::Truncate { truncate } => {
-                s.truncate_all(from, &truncate);
+            Body::Truncate { truncate, discard } => {
+                s.truncate_all(from, &truncate, &discard);
                 Body::Done { flag: true }
             }
             Body::ConfigRequest => Body::ConfigReply {
@@ -400,7 +404,9 @@ impl Handler for NodeHandler {
     // and is dropped, as is anything else.
     fn one_way(&self, from: u64, body: Body) {
         match body {
-            Body::Truncate { truncate } => self.shared.truncate_all(from, &truncate),
+            Body::Truncate { truncate, discard } => {
+                self.shared.truncate_all(from, &truncate, &discard)
+            }
             Body::OatReport { oat } if self.shared.is_cm() => self.shared.report_oat(from, oat),
             _ => {}
         }
@@ -464,10 +470,14 @@ impl NodeShared {
         })
     }
 
-    /// Applies the backed-up parts of `coordinator`'s transactions `truncate`.
-    fn truncate_all(&self, coordinator: u64, truncate: &[(u64, u16)]) {
+    /// Applies the backed-up parts of `coordinator`'s transactions `truncate` and drops those
+    /// of `discard`.
+    fn truncate_all(&self, coordinator: u64, truncate: &[(u64, u16)], discard: &[(u64, u16)]) {
         for &(tx, region) in truncate {
             LocalBackup::truncate(self, TxKey { coordinator, tx, region });
+        }
+        for &(tx, region) in discard {
+            LocalBackup::discard(self, TxKey { coordinator, tx, region });
         }
     }
 }

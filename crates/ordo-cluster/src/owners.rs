@@ -125,6 +125,8 @@ pub trait LocalBackup: Send + Sync {
     fn backup(&self, key: TxKey, part: &PartWire, wts: Timestamp) -> Result<(), Error>;
     /// TRUNCATE here.
     fn truncate(&self, key: TxKey);
+    /// Drops a part backed up here whose transaction aborted.
+    fn discard(&self, key: TxKey);
 }
 
 /// The remote participant: see the module docs.
@@ -203,7 +205,10 @@ impl RemoteOwners {
                     continue;
                 }
                 let reply = async {
-                    pool.get(node).await?.call_timeout(Body::Truncate { truncate }, timeout).await
+                    pool.get(node)
+                        .await?
+                        .call_timeout(Body::Truncate { truncate, discard: Vec::new() }, timeout)
+                        .await
                 }
                 .await;
                 if let Err(e) = reply {
@@ -264,6 +269,25 @@ impl RemoteOwners {
                     _ => ParticipantFailure::PeerGone,
                 }))
             }
+        }
+    }
+
+    /// Tells `nodes` (backups of `region`) to drop the part of attempt `tx`, without waiting;
+    /// with `local`, this node drops its own copy too.
+    fn discard_at(&self, tx: u64, region: u16, nodes: &[NodeId], local: bool) {
+        if local && self.placement.is_backup(region, self.me) {
+            if let Some(l) = self.local() {
+                l.discard(TxKey { coordinator: self.me, tx, region });
+            }
+        }
+        for &node in nodes.iter().filter(|&&n| n != self.me) {
+            let pool = self.pool.clone();
+            let body = Body::Truncate { truncate: Vec::new(), discard: vec![(tx, region)] };
+            self.runtime.spawn(async move {
+                if let Err(e) = pool.send(node, body).await {
+                    tracing::debug!(peer = node, error = %e, "discard not delivered");
+                }
+            });
         }
     }
 
@@ -462,18 +486,13 @@ impl Remote for RemoteOwners {
             }
             out
         });
-        if replies.len() != remote.len() {
-            return Err(Error::Participant {
-                owner: region,
-                region,
-                step,
-                cause: ParticipantFailure::PeerGone,
-            });
-        }
+        let fail = |cause| Error::Participant { owner: region, region, step, cause };
+        let mut failure =
+            (replies.len() != remote.len()).then(|| fail(ParticipantFailure::PeerGone));
+        let mut acked = Vec::new();
         for (node, reply) in replies {
-            let fail = |cause| Error::Participant { owner: region, region, step, cause };
             match reply {
-                Ok(Body::Done { .. }) => {}
+                Ok(Body::Done { .. }) => acked.push(node),
                 Ok(other) => {
                     tracing::warn!(
                         peer = node,
@@ -481,15 +500,31 @@ impl Remote for RemoteOwners {
                         reply = other.name(),
                         "COMMIT-BACKUP not acknowledged"
                     );
-                    return Err(fail(ParticipantFailure::Refused));
+                    failure.get_or_insert(fail(ParticipantFailure::Refused));
                 }
                 Err(TransportError::Timeout { .. }) => {
-                    return Err(fail(ParticipantFailure::Timeout));
+                    failure.get_or_insert(fail(ParticipantFailure::Timeout));
                 }
-                Err(_) => return Err(fail(ParticipantFailure::PeerGone)),
+                Err(_) => {
+                    failure.get_or_insert(fail(ParticipantFailure::PeerGone));
+                }
             }
         }
-        Ok(())
+        match failure {
+            None => Ok(()),
+            Some(e) => {
+                // The backups that acknowledged drop the part; so does this node, if it is one.
+                self.discard_at(tx, region, &acked, true);
+                Err(e)
+            }
+        }
+    }
+
+    fn forget_backup(&self, tx: u64, part: WritePart<'_>) {
+        let Some(first) = part.entries().first() else { return };
+        let region = first.addr.region();
+        let backups = self.placement.backups(region);
+        self.discard_at(tx, region, &backups, true);
     }
 
     fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error> {
@@ -539,7 +574,7 @@ async fn flush_truncates(owners: Weak<RemoteOwners>) {
         let waiting: Vec<(NodeId, Vec<(u64, u16)>)> = lock(&o.truncates).drain().collect();
         for (node, truncate) in waiting {
             if !truncate.is_empty() {
-                let _ = o.pool.send(node, Body::Truncate { truncate }).await;
+                let _ = o.pool.send(node, Body::Truncate { truncate, discard: Vec::new() }).await;
             }
         }
     }

@@ -249,3 +249,39 @@ fn hash_map_and_btree_work_over_the_cluster() {
     assert!(cluster.quiesce(Duration::from_secs(5)));
     assert_eq!(cluster.check_replication().unwrap(), 3);
 }
+
+/// A transaction writing two regions whose second backup is dead: the first region's backup
+/// acknowledged COMMIT-BACKUP, then the second failed. The transaction aborts (typed error,
+/// nothing installed) and the first backup drops the part it holds, so no backup keeps the
+/// record of an aborted transaction.
+#[test]
+fn backups_drop_the_part_of_a_transaction_that_aborted_after_commit_backup() {
+    let mut cluster = Loopback::start(LoopbackOptions::new(3)).unwrap();
+    let n1 = cluster.node(1).unwrap().db().clone();
+    let a = n1.run(|tx| tx.alloc(&1u64)).unwrap(); // region 1: backup node 2
+    let b = cluster.node(2).unwrap().db().run(|tx| tx.alloc(&2u64)).unwrap(); // backup node 3
+    assert!(cluster.node(1).unwrap().placement().is_backup(b.region(), 3));
+    assert!(cluster.stop(3));
+    let r = n1.run(|tx| {
+        tx.write(a, &10u64)?;
+        tx.write(b, &20u64)
+    });
+    match r {
+        Err(ordo::Error::Participant { step, region, .. }) => {
+            assert_eq!((step, region), (ordo::ParticipantStep::CommitBackup, b.region()));
+        }
+        other => panic!("expected a COMMIT-BACKUP failure, got {other:?}"),
+    }
+    let n2 = cluster.node(2).unwrap();
+    let started = std::time::Instant::now();
+    while n2.db().serve_stats().backed > 0 && started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(n2.db().serve_stats().backed, 0, "node 2 kept the aborted transaction's part");
+    assert_eq!(
+        n1.run(|tx| Ok::<_, ordo::Error>((tx.read::<u64>(a)?, tx.read::<u64>(b)?))).unwrap(),
+        (1, 2)
+    );
+    assert!(cluster.quiesce(Duration::from_secs(2)));
+    cluster.check_replication().unwrap();
+}

@@ -160,7 +160,8 @@ fn body() -> impl Strategy<Value = Body> {
         ),
         (any::<u64>(), any::<u16>(), any::<u64>())
             .prop_map(|(tx, region, wts)| Body::CommitPrimary { tx, region, wts }),
-        truncations().prop_map(|truncate| Body::Truncate { truncate }),
+        (truncations(), truncations())
+            .prop_map(|(truncate, discard)| Body::Truncate { truncate, discard }),
         (any::<u64>(), any::<u16>(), words()).prop_map(|(tx, region, allocs)| Body::Abort {
             tx,
             region,
@@ -236,7 +237,7 @@ fn one_of_each() -> Vec<Body> {
             truncate: vec![(6, 2), (5, 3)],
         },
         Body::CommitPrimary { tx: 7, region: 2, wts: 120 },
-        Body::Truncate { truncate: vec![(7, 2)] },
+        Body::Truncate { truncate: vec![(7, 2)], discard: vec![(8, 3)] },
         Body::Abort { tx: 8, region: 3, allocs: vec![0x3_0000_0040] },
         Body::Declined { code: 3, addr: 0x3_0000_0040, a: 0, b: 0, message: "busy".into() },
         Body::ConfigRequest,

@@ -74,6 +74,10 @@ pub trait Remote: Send + Sync + 'static {
     /// their acknowledgements. Called for local and remote primaries alike.
     fn commit_backup(&self, tx: u64, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error>;
 
+    /// The transaction aborted after `part`'s COMMIT-BACKUP was acknowledged: its region's
+    /// backups drop the part (best effort, see [`Participant::forget_backup`]).
+    fn forget_backup(&self, tx: u64, part: WritePart<'_>);
+
     /// COMMIT-PRIMARY at a remote primary: installs the part LOCK locked.
     fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error>;
 
@@ -521,6 +525,12 @@ impl<C: Clock> Ordo<C> {
         Ok(true)
     }
 
+    /// Drops the part backed up for `key` without applying it (its transaction aborted).
+    /// Returns whether there was one.
+    pub fn serve_discard(&self, key: TxKey) -> bool {
+        lock(&self.shared().serve.backed).remove(&key).is_some()
+    }
+
     /// Counters of the serving side.
     pub fn serve_stats(&self) -> ServeStats {
         let s = &self.shared().serve;
@@ -585,6 +595,7 @@ mod tests {
             lock(&self.backed).push((tx, PartWire::of(part), wts));
             Ok(())
         }
+        fn forget_backup(&self, _: u64, _: WritePart<'_>) {}
         fn commit_primary(&self, _: u64, _: u16, _: Timestamp) -> Result<(), Error> {
             Err(refuse())
         }

@@ -293,8 +293,10 @@ messages! {
     },
     /// TRUNCATE (one-way): the backups may apply these transactions' parts.
     TRUNCATE = 0x29 => Truncate {
-        /// `(tx, region)` of each transaction.
+        /// `(tx, region)` of each transaction to apply.
         truncate: Vec<(u64, u16)>,
+        /// `(tx, region)` of each transaction that aborted after its COMMIT-BACKUP: drop it.
+        discard: Vec<(u64, u16)>,
     },
     /// ABORT one region's part (answered with `Done`).
     ABORT = 0x2a => Abort {

@@ -60,8 +60,9 @@
 //! the backups, which hold the whole transaction. Locally this cannot happen: the local
 //! participant's COMMIT-PRIMARY does not fail. Conversely, when a COMMIT-BACKUP fails after
 //! another owner's backups acknowledged, those backups hold the record of a transaction that
-//! aborted; the cluster's recovery must count a transaction as committed only when the backups
-//! of every written region hold it (FaRM's recovery vote). The local engine has one backup, the
+//! aborted: the coordinator tells them to drop it (`forget_backup`), and should that message be
+//! lost, the cluster's recovery must count a transaction as committed only when the backups of
+//! every written region hold it (FaRM's recovery vote). The local engine has one backup, the
 //! durable log, so it never sees a partial COMMIT-BACKUP.
 //!
 //! # Invariants
@@ -181,6 +182,10 @@ pub(crate) fn commit<C: Clock, S: Participants>(
     if !shortcuts.log_after_install {
         for (owner, part) in groups.clone() {
             if let Err(e) = set.get(owner).commit_backup(part, wts) {
+                // The backups that acknowledged drop the part (several owners only).
+                for (owner, part) in groups.clone().take(acked) {
+                    set.get(owner).forget_backup(part, wts);
+                }
                 return Err(abort(set, writes, &mut held, e));
             }
             acked += 1;

@@ -137,6 +137,14 @@ pub trait Participant {
     /// COMMIT-BACKUP: makes `part` durable or replicated at `wts` before anything is installed.
     fn commit_backup(&self, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error>;
 
+    /// The transaction aborts after this owner's COMMIT-BACKUP succeeded (another owner's
+    /// failed): the backups drop `part` instead of applying it. Best effort — a backup that
+    /// misses it holds the part until the cluster's recovery decides (module docs of
+    /// [`super::commit`]). The embedded engine's log needs nothing: a record whose transaction
+    /// did not commit is never covered by a commit the reader waits for.
+    #[inline]
+    fn forget_backup(&self, _part: WritePart<'_>, _wts: Timestamp) {}
+
     /// COMMIT-PRIMARY: installs every entry of `part` at `wts` and unlocks it; slots of freed
     /// objects return to the allocator. An error may leave the part partly installed (a remote
     /// owner; the cluster's recovery finishes it from the backups).

@@ -132,6 +132,16 @@ impl Participant for ClusterParticipant<'_> {
         }
     }
 
+    fn forget_backup(&self, part: WritePart<'_>, wts: Timestamp) {
+        match self {
+            Self::Local { local, remote, tx } => {
+                local.forget_backup(part, wts);
+                remote.forget_backup(*tx, part);
+            }
+            Self::Remote { remote, tx } => remote.forget_backup(*tx, part),
+        }
+    }
+
     fn commit_primary(
         &self,
         locks: ClusterLocks,
