@@ -201,6 +201,12 @@ fn a_backup_dying_mid_run_gives_typed_errors_and_loses_nothing() {
     assert_eq!(n1.run(|tx| tx.read::<u64>(c)).unwrap(), 5);
 }
 
+/// A transaction body over the cluster's engines.
+type Body<'a> = dyn FnMut(
+        &mut ordo::Tx<'_, std::sync::Arc<ordo_cluster::node::NodeClock>>,
+    ) -> Result<(), ordo::Error>
+    + 'a;
+
 /// The engine's `HashMap` and `BTree` over the cluster: built by a client (their nodes spread
 /// over every primary), read and changed from inside nodes, checked against a `BTreeMap`.
 #[test]
@@ -217,13 +223,9 @@ fn hash_map_and_btree_work_over_the_cluster() {
     for i in 0..300u32 {
         let (k, v) = (format!("key-{:05}", i * 7 % 1000).into_bytes(), i.to_le_bytes().to_vec());
         // Alternate coordinators: the client and each node's engine.
-        let run = |f: &mut dyn FnMut(
-            &mut ordo::Tx<'_, std::sync::Arc<ordo_cluster::node::NodeClock>>,
-        ) -> Result<(), ordo::Error>| {
-            match i % 4 {
-                0 => client.run(|tx| f(tx)),
-                n => cluster.nodes()[n as usize - 1].db().run(|tx| f(tx)),
-            }
+        let run = |f: &mut Body<'_>| match i % 4 {
+            0 => client.run(|tx| f(tx)),
+            n => cluster.nodes()[n as usize - 1].db().run(|tx| f(tx)),
         };
         run(&mut |tx| {
             map.insert(tx, &k, &v)?;
