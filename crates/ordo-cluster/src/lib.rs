@@ -1,9 +1,9 @@
 //! # ordo-cluster — Ordo across machines
 //!
 //! FaRMv2 over TCP: membership and configuration in etcd, leases, clock synchronisation
-//! (FaRMv2 Fig. 2), a wire protocol with authenticated peers, and (in later steps) primary-backup
-//! replication and clock-master failover. DESIGN §6 is the plan; each module's essay states its
-//! invariants.
+//! (FaRMv2 Fig. 2), a wire protocol with authenticated peers, distributed transactions with
+//! primary-backup replication, GC across nodes, a client, and (in a later step) clock-master
+//! failover and recovery. DESIGN §6 is the plan; each module's essay states its invariants.
 //!
 //! | module | what it holds |
 //! |---|---|
@@ -15,7 +15,10 @@
 //! | [`transport`] | tokio TCP: one connection per peer, bounded queues, request/response |
 //! | [`lease`] | lease bookkeeping (FaRMv2 §4.3) |
 //! | [`metrics`] | per-node metrics, Prometheus text |
-//! | [`node`] | a running node: network task, lease and clock-sync thread, configuration watch |
+//! | [`owners`] | the remote participant: READ, LOCK, VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT to the nodes holding each region |
+//! | [`node`] | a running node: its engine (primaries and backups), network task, lease, clock-sync and OAT thread, configuration watch |
+//! | [`client`] | the cluster client: the embedded engine's API over the cluster |
+//! | [`loopback`] | an in-process cluster for tests and benchmarks, with the replication check |
 //! | [`local`] | a local development cluster: etcd plus N node processes |
 //!
 //! Dependencies point down: `node` uses everything above it; nothing here reaches into the
@@ -28,15 +31,26 @@
 //! FaRM leases (3-way handshake from a dedicated thread, expiry reported within two periods);
 //! FaRMv2 clock synchronisation ([`ordo_clock::SyncedClock`], drift bound ε, drift monitor,
 //! clock disabled until the first sync); metrics as Prometheus text; `ordo node`,
-//! `ordo cluster up | status | down`, `ordo bench cluster-clock`. The engine's commit
-//! coordinator drives a set of participants keyed by region (`ordo::txn::participant`), the
-//! seam a remote participant plugs into.
+//! `ordo cluster up | status | down`, `ordo bench cluster-clock`.
 //!
-//! Next (Cluster II): regions placed on nodes as primary + backups, the remote participant
-//! (READ, LOCK, VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE over the transport), a client
-//! API equal to the embedded one, cluster GC/OAT and distributed read-only transactions. Then
-//! (Cluster III): suspicion acted on — reconfiguration, clock-master failover with fast-forward,
-//! transaction recovery — and deterministic simulation.
+//! Built (Cluster II): regions placed on nodes as primary + `f` backups from the configuration's
+//! region map; the engine's one coordinator (`ordo::txn::commit`) drives local and remote
+//! owners through `ordo::remote::Remote` ([`owners::RemoteOwners`]); backups keep each
+//! COMMIT-BACKUP until TRUNCATE (piggybacked on later messages) and apply it then, keeping no
+//! old versions; a transaction that aborts after some COMMIT-BACKUPs tells those backups to drop
+//! its part. [`client::Client`] runs `run`, `begin`, `read_only_at`, every isolation mode,
+//! `HashMap` and `BTree` over the cluster; transactions also run inside nodes. GC across nodes
+//! (FaRMv2 Fig. 9): members send their OAT on lease requests and clients report theirs, the CM's
+//! minimum comes back on lease grants and bounds every member's GC safe point; remote
+//! old-version reads below a node's safe point are refused (`SnapshotTooOld`);
+//! `Ordo::pin_snapshot` holds a snapshot time that other nodes serve (distributed read-only
+//! transactions).
+//!
+//! Not yet: durable members (a member's engine is in memory; COMMIT-BACKUP records are not yet
+//! logged to a durable log — the ack must wait for the record itself, not the group marker);
+//! moving regions; and (Cluster III) suspicion acted on — reconfiguration, clock-master
+//! failover with fast-forward, transaction recovery (locks a dead coordinator held stay held
+//! until then) — and deterministic simulation.
 #![forbid(unsafe_code)]
 
 pub mod auth;

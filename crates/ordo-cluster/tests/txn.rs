@@ -287,3 +287,35 @@ fn backups_drop_the_part_of_a_transaction_that_aborted_after_commit_backup() {
     assert!(cluster.quiesce(Duration::from_secs(2)));
     cluster.check_replication().unwrap();
 }
+
+/// A co-located coordinator whose transaction touches only its own primaries sends one message
+/// per commit over the network — COMMIT-BACKUP (TRUNCATE rides on a later one); a transaction
+/// reading and writing a remote primary adds READ, LOCK and COMMIT-PRIMARY.
+#[test]
+fn local_primaries_cost_one_round_trip_per_commit() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let cluster = Loopback::start(LoopbackOptions::new(3)).unwrap();
+    let n1 = cluster.node(1).unwrap();
+    let a = n1.db().run(|tx| tx.alloc(&0u64)).unwrap();
+    let remote = cluster.node(2).unwrap().db().run(|tx| tx.alloc(&0u64)).unwrap();
+    let trips = || n1.owners().round_trips.load(Relaxed);
+    let before = trips();
+    for i in 1..=20u64 {
+        n1.db()
+            .run(|tx| {
+                let v: u64 = tx.read(a)?;
+                tx.write(a, &(v + i))
+            })
+            .unwrap();
+    }
+    assert_eq!(trips() - before, 20, "one COMMIT-BACKUP per local commit");
+    let before = trips();
+    n1.db()
+        .run(|tx| {
+            let v: u64 = tx.read(remote)?;
+            tx.write(remote, &(v + 1))
+        })
+        .unwrap();
+    // READ, LOCK, COMMIT-BACKUP (to the region's backup), COMMIT-PRIMARY.
+    assert_eq!(trips() - before, 4);
+}
