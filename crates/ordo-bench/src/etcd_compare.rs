@@ -32,9 +32,12 @@
 //! A system under test is one [`TxnTarget`]: `load`, `txn`, `counters`. Methods return boxed
 //! futures so that targets of different types share one list (`Arc<dyn TxnTarget>`); the
 //! allocation costs tens of nanoseconds per transaction, beneath either system's latency. The
-//! etcd target is [`etcd_target::EtcdTarget`]; the Ordo cluster target is a later step.
+//! etcd target is [`etcd_target::EtcdTarget`]; the Ordo cluster target is
+//! [`ordo_target::OrdoTarget`]. A target that counts its network calls
+//! ([`TxnTarget::round_trips`]) gets them per commit in its [`Report`].
 
 pub mod etcd_target;
+pub mod ordo_target;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -146,6 +149,20 @@ pub enum CompareError {
         /// What is accepted.
         expected: &'static str,
     },
+    /// The Ordo cluster could not be started or a client could not connect.
+    #[error("ordo cluster: {0}")]
+    Cluster(Box<ordo_cluster::loopback::LoopbackError>),
+    /// An Ordo operation failed with something other than an abort.
+    #[error("ordo {op}: {source}")]
+    Ordo {
+        /// The operation (`load`, `txn`, `counters`).
+        op: &'static str,
+        /// The engine's error.
+        source: ordo::Error,
+    },
+    /// A backup's copy of a region differs from its primary's, or the backups did not drain.
+    #[error("ordo replication: {0}")]
+    Replication(String),
     /// A client task panicked or was cancelled.
     #[error("client task: {0}")]
     Task(String),
@@ -188,6 +205,11 @@ pub trait TxnTarget: Send + Sync {
 
     /// The counters `0..keys`, in key order (read after the clients stopped).
     fn counters(&self, keys: u64) -> TargetFuture<'_, Vec<u64>>;
+
+    /// Network calls its clients made so far, if it counts them ([`Report::round_trips_per_commit`]).
+    fn round_trips(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One run's parameters.
@@ -237,6 +259,9 @@ pub struct Report {
     pub mean_us: f64,
     /// Largest, µs.
     pub max_us: f64,
+    /// Network calls per commit over the whole run (conflicting attempts' calls included), for
+    /// a target that counts them.
+    pub round_trips_per_commit: Option<f64>,
 }
 
 /// What one client counted.
@@ -274,6 +299,7 @@ pub async fn run(target: Arc<dyn TxnTarget>, config: &RunConfig) -> Result<Repor
             expected: "at least 2 (a transaction reads two distinct keys)",
         });
     }
+    let round_trips_before = target.round_trips();
     let started = Instant::now();
     let window_from = started + config.warmup;
     let window_to = window_from + config.duration;
@@ -302,6 +328,7 @@ pub async fn run(target: Arc<dyn TxnTarget>, config: &RunConfig) -> Result<Repor
         p99_us: 0.0,
         mean_us: 0.0,
         max_us: 0.0,
+        round_trips_per_commit: None,
     };
     let mut first_error = None;
     for task in tasks {
@@ -337,6 +364,10 @@ pub async fn run(target: Arc<dyn TxnTarget>, config: &RunConfig) -> Result<Repor
     report.p99_us = us(latency_nanos.value_at_quantile(0.99));
     report.mean_us = latency_nanos.mean() / 1e3;
     report.max_us = us(latency_nanos.max());
+    if let (Some(before), Some(after)) = (round_trips_before, target.round_trips()) {
+        report.round_trips_per_commit =
+            Some(after.saturating_sub(before) as f64 / report.committed_total.max(1) as f64);
+    }
     Ok(report)
 }
 
@@ -418,14 +449,22 @@ pub const BASELINE: &str = "etcd";
 /// The summary table: per client count, one line per system (txn/s median [min–max] over
 /// repetitions, median p50 and p99, median conflicts/s) and, when the client count has the
 /// baseline and another system, a `ratio` line (the other's median txn/s over the baseline's,
-/// and the baseline's p50 over the other's).
+/// and the baseline's p50 over the other's). `calls/txn` is the median network calls per commit
+/// of a target that counts them.
 pub fn table(reports: &[Report]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>7}  {:<6} {:>26}  {:>9}  {:>9}  {:>11}  {:>4}",
-        "clients", "system", "txn/s median [min–max]", "p50 µs", "p99 µs", "conflicts/s", "runs"
+        "{:>7}  {:<6} {:>26}  {:>9}  {:>9}  {:>11}  {:>4}  {:>9}",
+        "clients",
+        "system",
+        "txn/s median [min–max]",
+        "p50 µs",
+        "p99 µs",
+        "conflicts/s",
+        "runs",
+        "calls/txn"
     );
     let mut client_counts: Vec<usize> = reports.iter().map(|r| r.clients).collect();
     client_counts.sort_unstable();
@@ -448,9 +487,16 @@ pub fn table(reports: &[Report]) -> String {
             let (p50, ..) = median_min_max(&mut collect(&|r| r.p50_us));
             let (p99, ..) = median_min_max(&mut collect(&|r| r.p99_us));
             let (conflicts, ..) = median_min_max(&mut collect(&|r| r.conflicts_per_s));
+            let mut calls: Vec<f64> =
+                runs.iter().filter_map(|r| r.round_trips_per_commit).collect();
+            let calls = if calls.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.2}", median_min_max(&mut calls).0)
+            };
             let _ = writeln!(
                 out,
-                "{clients:>7}  {system:<6} {:>26}  {p50:>9.0}  {p99:>9.0}  {conflicts:>11.1}  {:>4}",
+                "{clients:>7}  {system:<6} {:>26}  {p50:>9.0}  {p99:>9.0}  {conflicts:>11.1}  {:>4}  {calls:>9}",
                 format!("{rate:.0} [{rate_min:.0}–{rate_max:.0}]"),
                 runs.len()
             );
@@ -505,6 +551,7 @@ mod tests {
             p99_us: p50,
             mean_us: p50,
             max_us: p50,
+            round_trips_per_commit: None,
         };
         let alone = table(&[report("etcd", 1000.0, 1600.0), report("etcd", 1200.0, 1500.0)]);
         assert!(alone.contains("1100 [1000–1200]"), "{alone}");

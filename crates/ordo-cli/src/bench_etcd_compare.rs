@@ -9,8 +9,9 @@
 //! and conflicts/s, and a `ratio` line where both systems ran. After the runs every system's
 //! counters must sum to the commits counted, or the command fails.
 //!
-//! Adding the Ordo side is one arm in [`start`]: build its `TxnTarget`. Until the cluster client
-//! exists (Cluster II), that arm reports the system absent and the table has no ratio.
+//! The Ordo side is a loopback cluster of `--ordo-nodes` nodes in this process, driven through
+//! `--ordo-connections` cluster clients (`ordo_bench::etcd_compare::ordo_target`); the etcd side
+//! is `--etcd-members` etcd processes. A system is added by one arm in [`start`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use ordo_bench::error::BenchError;
 use ordo_bench::etcd_compare::etcd_target::{self, EtcdTarget};
+use ordo_bench::etcd_compare::ordo_target::{OrdoOptions, OrdoTarget};
 use ordo_bench::etcd_compare::{self, CompareError, Report, RunConfig, TxnTarget};
 use ordo_cluster::etcd_server::EtcdCluster;
 
@@ -71,6 +73,12 @@ pub(crate) struct EtcdCompareArgs {
     /// repetition).
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Nodes of the Ordo cluster (one region each, backed up on the next node).
+    #[arg(long, default_value_t = 3)]
+    ordo_nodes: usize,
+    /// Ordo cluster clients shared by the benchmark's clients (client i uses client i mod N).
+    #[arg(long, default_value_t = 1)]
+    ordo_connections: usize,
     /// Members of the etcd cluster.
     #[arg(long, default_value_t = 3)]
     etcd_members: usize,
@@ -96,14 +104,6 @@ pub(crate) struct EtcdCompareArgs {
 /// How long one request may take before the run fails.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A system after [`start`].
-enum Started {
-    /// Running and loaded.
-    Target(Arc<dyn TxnTarget>),
-    /// Not available, and why.
-    Absent(&'static str),
-}
-
 /// Where a system keeps its files.
 struct Setup {
     dir: PathBuf,
@@ -114,9 +114,24 @@ fn compare_err(e: CompareError) -> CliError {
 }
 
 /// Starts `system` and returns its target (the one place a system is added).
-async fn start(system: System, args: &EtcdCompareArgs, setup: &Setup) -> Result<Started, CliError> {
+async fn start(
+    system: System,
+    args: &EtcdCompareArgs,
+    setup: &Setup,
+) -> Result<Arc<dyn TxnTarget>, CliError> {
     match system {
-        System::Ordo => Ok(Started::Absent("cluster client not built yet (Cluster II)")),
+        System::Ordo => {
+            let options = OrdoOptions {
+                nodes: args.ordo_nodes,
+                connections: args.ordo_connections,
+                ..OrdoOptions::default()
+            };
+            let target = tokio::task::spawn_blocking(move || OrdoTarget::start(options))
+                .await
+                .map_err(|e| compare_err(CompareError::Task(e.to_string())))?
+                .map_err(compare_err)?;
+            Ok(Arc::new(target))
+        }
         System::Etcd => {
             let dir = setup.dir.join("etcd");
             let members = args.etcd_members;
@@ -136,15 +151,8 @@ async fn start(system: System, args: &EtcdCompareArgs, setup: &Setup) -> Result<
             )
             .await
             .map_err(compare_err)?;
-            Ok(Started::Target(Arc::new(target)))
+            Ok(Arc::new(target))
         }
-    }
-}
-
-fn system_name(system: System) -> &'static str {
-    match system {
-        System::Ordo => "ordo",
-        System::Etcd => "etcd",
     }
 }
 
@@ -177,11 +185,12 @@ pub(crate) fn run_etcd_compare(args: &EtcdCompareArgs) -> Result<(), CliError> {
     if remove_dir {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let Measured { reports, absent } = result?;
+    let reports = result?;
     let lines: Vec<String> = reports
         .iter()
         .map(|r| {
             serde_json::json!({ "workload": "etcd-compare", "keys": args.keys,
+                "ordo_nodes": args.ordo_nodes, "ordo_connections": args.ordo_connections,
                 "etcd_members": args.etcd_members, "etcd_connections": args.etcd_connections,
                 "etcd_endpoints": format!("{:?}", args.etcd_endpoints).to_lowercase(),
                 "result": r })
@@ -192,46 +201,24 @@ pub(crate) fn run_etcd_compare(args: &EtcdCompareArgs) -> Result<(), CliError> {
         crate::bench::append_lines(path, &lines)?;
     }
     if args.json {
-        // stdout stays one record per line.
-        for note in &absent {
-            eprintln!("{note}");
-        }
         for line in &lines {
             println!("{line}");
         }
     } else {
-        for note in &absent {
-            println!("{note}");
-        }
         print!("{}", etcd_compare::table(&reports));
     }
     Ok(())
 }
 
-/// What [`measure`] found.
-struct Measured {
-    /// Every run, in run order.
-    reports: Vec<Report>,
-    /// A line per absent system: `name: why`.
-    absent: Vec<String>,
-}
-
 /// Starts the systems, loads them, runs the interleaved grid and checks every system's counters.
-async fn measure(args: &EtcdCompareArgs, setup: &Setup) -> Result<Measured, CliError> {
+/// Returns every run, in run order.
+async fn measure(args: &EtcdCompareArgs, setup: &Setup) -> Result<Vec<Report>, CliError> {
     let mut targets: Vec<Arc<dyn TxnTarget>> = Vec::new();
-    let mut absent = Vec::new();
     for system in SYSTEMS.into_iter().filter(|s| args.only.is_none_or(|only| only == *s)) {
-        match start(system, args, setup).await? {
-            Started::Target(target) => {
-                eprintln!("{}", target.describe());
-                target.load(args.keys).await.map_err(compare_err)?;
-                targets.push(target);
-            }
-            Started::Absent(why) => absent.push(format!("{}: {why}", system_name(system))),
-        }
-    }
-    if targets.is_empty() {
-        return Err(CliError::Usage(format!("nothing to measure: {}", absent.join("; "))));
+        let target = start(system, args, setup).await?;
+        eprintln!("{}", target.describe());
+        target.load(args.keys).await.map_err(compare_err)?;
+        targets.push(target);
     }
     let repetitions = args.repetitions.max(1);
     let bar = progress_bar(args.clients.len() * repetitions * targets.len());
@@ -264,5 +251,5 @@ async fn measure(args: &EtcdCompareArgs, setup: &Setup) -> Result<Measured, CliE
         etcd_compare::check_counters(&**target, args.keys, committed).await.map_err(compare_err)?;
         eprintln!("check: {} counters sum to the {committed} commits counted", target.name());
     }
-    Ok(Measured { reports, absent })
+    Ok(reports)
 }

@@ -443,27 +443,35 @@ fn cluster_up_status_down() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `ordo bench etcd-compare` at a tiny scale: a 3-member etcd cluster on loopback, a row per
-/// client count, the Ordo side reported absent (no ratio), one JSON record per run; with only
-/// the absent side there is nothing to measure.
+/// `ordo bench etcd-compare` at a tiny scale: a 3-node Ordo cluster and a 3-member etcd cluster
+/// on loopback, a row per client count and system, a ratio line per client count, one JSON
+/// record per run (systems interleaved, the Ordo side counting its network calls); the counters
+/// of both must add up to the commits counted, or the command fails.
 #[test]
-fn etcd_compare_measures_etcd_and_reports_the_ordo_side_absent() {
+fn etcd_compare_measures_both_systems_and_their_ratio() {
     let brief: Vec<&str> = "bench etcd-compare --clients 1,2 --duration 100ms --warmup 20ms \
                             --repetitions 2 --keys 50"
         .split_whitespace()
         .collect();
     let out = succeeds(&brief);
-    assert_rows(&out, &["ordo: cluster client not built yet (Cluster II)", "      1  etcd"]);
-    assert_rows(&out, &["      2  etcd"]);
-    assert!(!out.contains("ratio"), "{out}");
+    assert_rows(&out, &["      1  ordo", "      1  etcd", "      2  ordo", "      2  etcd"]);
+    assert_rows(&out, &["      1  ratio  ordo/etcd: txn/s ×", "      2  ratio  ordo/etcd"]);
     let records = json_lines(&brief);
-    assert_eq!(records.len(), 4, "{records:?}");
-    for r in &records {
+    assert_eq!(records.len(), 8, "{records:?}");
+    for (i, r) in records.iter().enumerate() {
         assert_eq!(r["workload"], "etcd-compare");
-        assert_eq!(r["result"]["target"], "etcd");
+        let target = if i % 2 == 0 { "ordo" } else { "etcd" };
+        assert_eq!(r["result"]["target"], target, "{r}");
         assert!(r["result"]["committed"].as_u64().unwrap() > 0, "{r}");
+        let calls = &r["result"]["round_trips_per_commit"];
+        if target == "ordo" {
+            assert!(calls.as_f64().unwrap() >= 4.0, "{r}");
+        } else {
+            assert!(calls.is_null(), "{r}");
+        }
     }
-    refused(&["bench", "etcd-compare", "--only", "ordo"], "nothing to measure: ordo: cluster");
+    refused(&["bench", "etcd-compare", "--ordo-nodes", "1"], "ordo nodes = 1: 2 to 64");
+    refused(&["bench", "etcd-compare", "--ordo-connections", "0"], "ordo connections = 0");
     refused(&["bench", "etcd-compare", "--clients", "1,0"], "at least 1");
 }
 
