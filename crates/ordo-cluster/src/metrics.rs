@@ -54,6 +54,20 @@ pub struct NodeMetrics {
     drift_ppm_biased: AtomicU64,
     /// Drift alarms raised.
     pub drift_alarms: AtomicU64,
+    /// Transactions committed by this node's coordinators.
+    pub txn_commits: AtomicU64,
+    /// Attempts they aborted.
+    pub txn_aborts: AtomicU64,
+    /// Network calls its coordinators made to other nodes.
+    pub txn_round_trips: AtomicU64,
+    /// Parts locked here for other coordinators (gauge).
+    pub txn_locked_parts: AtomicU64,
+    /// Parts backed up here, waiting for truncation (gauge).
+    pub txn_backed_parts: AtomicU64,
+    /// Backed-up parts that failed to apply.
+    pub txn_backup_apply_failures: AtomicU64,
+    /// How far the GC safe point is behind the clock, in ns (gauge).
+    pub gc_lag_nanos: AtomicU64,
 }
 
 const DRIFT_BIAS: i64 = 1 << 40;
@@ -112,6 +126,13 @@ impl NodeMetrics {
             ("lease_suspects".into(), get(&self.suspects)),
             ("etcd_connected".into(), get(&self.etcd_connected)),
             ("config_seq".into(), get(&self.config_seq)),
+            ("txn_commits_count".into(), get(&self.txn_commits)),
+            ("txn_aborts_count".into(), get(&self.txn_aborts)),
+            ("txn_round_trips_count".into(), get(&self.txn_round_trips)),
+            ("txn_locked_parts".into(), get(&self.txn_locked_parts)),
+            ("txn_backed_parts".into(), get(&self.txn_backed_parts)),
+            ("txn_backup_apply_failures".into(), get(&self.txn_backup_apply_failures)),
+            ("gc_lag_nanos".into(), get(&self.gc_lag_nanos)),
         ]
     }
 }

@@ -939,6 +939,7 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
             next_check = now + tick;
             check_leases(&shared, now);
             sample_clock(&shared);
+            sample_engine(&shared);
             if is_cm {
                 // The CM's own GC bound (members get theirs with their lease grants).
                 shared.cluster_oat();
@@ -1020,6 +1021,23 @@ fn check_leases(shared: &NodeShared, now: Instant) {
     }
     shared.metrics.lease_expiries.fetch_add(expired.len() as u64, Ordering::Relaxed);
     shared.metrics.suspects.store(suspects as u64, Ordering::Relaxed);
+}
+
+/// Samples the engine's transaction and serving counters into the metrics.
+fn sample_engine(shared: &NodeShared) {
+    let m = &shared.metrics;
+    let stats = shared.db.stats();
+    let serve = shared.db.serve_stats();
+    m.txn_commits.store(stats.commits + stats.read_only_commits, Ordering::Relaxed);
+    m.txn_aborts.store(stats.aborts_total(), Ordering::Relaxed);
+    m.txn_round_trips.store(shared.owners.round_trips.load(Ordering::Relaxed), Ordering::Relaxed);
+    m.txn_locked_parts.store(serve.locked as u64, Ordering::Relaxed);
+    m.txn_backed_parts.store(serve.backed as u64, Ordering::Relaxed);
+    m.txn_backup_apply_failures.store(serve.apply_errors, Ordering::Relaxed);
+    if let Ok(now) = shared.clock.try_now(Duration::ZERO) {
+        let lag = now.lo().nanos_since(shared.db.gc_point());
+        m.gc_lag_nanos.store(lag, Ordering::Relaxed);
+    }
 }
 
 fn sample_clock(shared: &NodeShared) {

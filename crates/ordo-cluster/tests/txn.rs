@@ -47,6 +47,17 @@ fn client_commits_across_primaries_and_backups_follow() {
     client.owners().flush();
     assert!(cluster.quiesce(Duration::from_secs(5)));
     assert_eq!(cluster.check_replication().unwrap(), 3);
+    // The node's metrics (status and Prometheus) count its transactions and calls.
+    let get = |name: &str| {
+        n2.metrics().snapshot().into_iter().find(|(n, _)| n == name).map_or(-1.0, |(_, v)| v)
+    };
+    let started = std::time::Instant::now();
+    while get("txn_commits_count") < 2.0 && started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(get("txn_commits_count") >= 2.0);
+    assert!(get("txn_round_trips_count") >= 3.0);
+    assert_eq!(get("txn_backed_parts"), 0.0);
 }
 
 /// Bank transfers over 3 nodes with a fixed total, checked by concurrent read-only
