@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod cluster;
 pub mod cluster_clock;
 pub mod driver;
 pub mod durable;

@@ -167,6 +167,17 @@ pub fn load_with<C: Clock>(
     cfg.validate()?;
     let config = Config { versions: cfg.versions, ..base };
     let db = Ordo::with_clock(config, clock)?;
+    load_on(db, cfg, load_threads)
+}
+
+/// [`load`] on an open database `db` (e.g. a cluster client's engine, see [`crate::cluster`]),
+/// whose versions mode should be the workload's.
+pub fn load_on<C: Clock>(
+    db: Ordo<C>,
+    cfg: &YcsbConfig,
+    load_threads: usize,
+) -> Result<YcsbTable<C>, BenchError> {
+    cfg.validate()?;
     if cfg.operations != Operations::ReadUpdate {
         let index = tree::load(&db, cfg)?;
         let zipf = Zipf::new(cfg.rows, cfg.theta)?;

@@ -98,6 +98,11 @@ impl CommonBenchArgs {
     pub(crate) fn duration(&self) -> Option<Duration> {
         self.duration
     }
+
+    /// Whether `--clock` was given.
+    pub(crate) fn clock_given(&self) -> bool {
+        !self.clock.is_empty()
+    }
 }
 
 /// Flags of the workloads measured through [`harness`].
@@ -280,15 +285,6 @@ pub(crate) fn measure_on_clocks(
     load: &Loader<'_>,
 ) -> Result<Vec<Record>, CliError> {
     plan.validate()?;
-    let mut file = match out {
-        Some(path) => Some((
-            std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
-                CliError::ResultsFile { path: path.to_owned(), action: "open", source }
-            })?,
-            path,
-        )),
-        None => None,
-    };
     let mut instances = Vec::with_capacity(clocks.len());
     for clock in clocks {
         let description = clock.describe();
@@ -300,10 +296,31 @@ pub(crate) fn measure_on_clocks(
         );
         instances.push(Instance { clock: description, loaded: load(clock)? });
     }
+    measure_instances(json, out, plan, &instances)
+}
+
+/// Measures `plan` on loaded `instances` through the harness: progress on stderr, JSON lines on
+/// stdout with `json` (and appended to `out`); prints no summary.
+pub(crate) fn measure_instances(
+    json: bool,
+    out: Option<&Path>,
+    plan: &Plan,
+    instances: &[Instance],
+) -> Result<Vec<Record>, CliError> {
+    plan.validate()?;
+    let mut file = match out {
+        Some(path) => Some((
+            std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|source| {
+                CliError::ResultsFile { path: path.to_owned(), action: "open", source }
+            })?,
+            path,
+        )),
+        None => None,
+    };
     let total = plan.thread_counts.len() * plan.repetitions * instances.len();
     let bar = progress_bar(total);
     let mut write_error = None;
-    let result = harness::measure(plan, &instances, &mut |p| {
+    let result = harness::measure(plan, instances, &mut |p| {
         bar.set_position(u64::try_from(p.done).unwrap_or(u64::MAX));
         let Some(record) = p.record else {
             bar.set_message(format!(

@@ -3,11 +3,14 @@
 //! `new_orders_per_s` metric of every run).
 //!
 //! The database is loaded once per clock; the harness interleaves clocks, repeats, checks the
-//! TPC-C consistency conditions 1–4 after every run and prints the summary.
+//! TPC-C consistency conditions 1–4 after every run and prints the summary. With `--cluster N`
+//! the database is loaded once on a loopback cluster and run through a cluster client instead
+//! (`crate::bench_cluster`; small scales: loading goes over the network).
 
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use ordo_bench::cluster::ClusterOptions;
 use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::Plan;
 use ordo_bench::tpcc::{self, TpccConfig};
@@ -16,6 +19,7 @@ use ordo_clock::AnyClock;
 use crate::bench::{
     CommonBenchArgs, EngineArgs, LOGICAL_AND_ORDO, Loading, MeasureArgs, Runs, measure_plan,
 };
+use crate::bench_cluster::{ClusterArgs, LOAD_THREADS, cluster_plan, measure_on_cluster};
 use crate::error::CliError;
 
 /// Transaction mixes.
@@ -45,6 +49,8 @@ pub(crate) struct TpccArgs {
     pub(crate) measure: MeasureArgs,
     #[command(flatten)]
     pub(crate) engine: EngineArgs,
+    #[command(flatten)]
+    pub(crate) cluster: ClusterArgs,
     /// The transaction mix.
     #[arg(long, value_enum, default_value_t = Mix::NoPay)]
     mix: Mix,
@@ -111,6 +117,26 @@ pub(crate) fn run_tpcc(args: &TpccArgs) -> Result<(), CliError> {
     let runs =
         Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
     let plan = plan(&cfg, &runs)?;
+    if let Some(nodes) = args.cluster.nodes(common, &durability)? {
+        let engine = ordo::Config { versions: cfg.versions, ..ordo::Config::default() };
+        let options = ClusterOptions::for_data(nodes, data_bytes(&cfg), engine);
+        let plan = cluster_plan(plan, nodes);
+        measure_on_cluster(common, &args.measure, &plan, &options, |db| {
+            tpcc::load_on(db, &cfg, LOAD_THREADS)
+        })?;
+        return Ok(());
+    }
     measure_plan(common, &args.measure, &plan, &LOGICAL_AND_ORDO, &load(cfg, &durability))?;
     Ok(())
+}
+
+/// A rough upper estimate of the loaded database's bytes (rows with headers, indexes, and the
+/// orders a few seconds of NewOrders add), to size a cluster's regions.
+fn data_bytes(cfg: &TpccConfig) -> u64 {
+    let (w, items, cpd) =
+        (u64::from(cfg.warehouses), u64::from(cfg.items), u64::from(cfg.customers_per_district));
+    let districts = w * u64::from(tpcc::schema::DISTRICTS);
+    // ITEM ~100 B; STOCK ~320 B; per customer: the row (~700 B), its initial order with ~10
+    // lines and the index entries (~1.3 KB).
+    items * 128 + w * items * 384 + districts * cpd * 2_048 + (64 << 20)
 }

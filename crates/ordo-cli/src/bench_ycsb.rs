@@ -2,10 +2,13 @@
 //!
 //! Tables are loaded once per clock; runs are interleaved clock by clock (A B A B …) and repeated,
 //! and the summary quotes medians with min–max and the ordo/logical ratio per thread count.
+//! With `--cluster N` the table is loaded once on a loopback cluster and run through a cluster
+//! client instead (`crate::bench_cluster`).
 
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use ordo_bench::cluster::ClusterOptions;
 use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::Plan;
 use ordo_bench::ycsb::{self, Operations, YcsbConfig};
@@ -14,6 +17,7 @@ use ordo_clock::AnyClock;
 use crate::bench::{
     CommonBenchArgs, EngineArgs, LOGICAL_AND_ORDO, Loading, MeasureArgs, Runs, measure_plan,
 };
+use crate::bench_cluster::{ClusterArgs, LOAD_THREADS, cluster_plan, measure_on_cluster};
 use crate::error::CliError;
 
 /// Request mixes.
@@ -85,6 +89,8 @@ pub(crate) struct YcsbArgs {
     pub(crate) measure: MeasureArgs,
     #[command(flatten)]
     pub(crate) engine: EngineArgs,
+    #[command(flatten)]
+    pub(crate) cluster: ClusterArgs,
     /// The request mix; the flags below override its parts.
     #[arg(long, value_enum, default_value_t = Mix::Ro2)]
     mix: Mix,
@@ -160,6 +166,17 @@ pub(crate) fn run_ycsb(args: &YcsbArgs) -> Result<(), CliError> {
     let runs =
         Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
     let plan = plan(args.mix.name(), &cfg, &runs)?;
+    if let Some(nodes) = args.cluster.nodes(common, &durability)? {
+        // Each row is one object with a 16-byte header.
+        let data_bytes = cfg.rows.saturating_mul(cfg.value_bytes as u64 + 16);
+        let engine = ordo::Config { versions: cfg.versions, ..ordo::Config::default() };
+        let options = ClusterOptions::for_data(nodes, data_bytes, engine);
+        let plan = cluster_plan(plan, nodes);
+        measure_on_cluster(common, &args.measure, &plan, &options, |db| {
+            ycsb::load_on(db, &cfg, LOAD_THREADS)
+        })?;
+        return Ok(());
+    }
     measure_plan(common, &args.measure, &plan, &LOGICAL_AND_ORDO, &load(cfg, &durability))?;
     Ok(())
 }

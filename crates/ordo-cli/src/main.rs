@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_cluster;
 mod bench_cluster_clock;
 mod bench_durable;
 mod bench_etcd_compare;

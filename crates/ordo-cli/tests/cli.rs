@@ -475,6 +475,42 @@ fn etcd_compare_measures_both_systems_and_their_ratio() {
     refused(&["bench", "etcd-compare", "--clients", "1,0"], "at least 1");
 }
 
+/// `--cluster 3`: YCSB and TPC-C at a tiny scale on a loopback cluster through a client, with
+/// the workloads' checks and the replication check after every run, the summary and the
+/// cluster lines; flags that cannot go with a cluster are refused.
+#[test]
+fn ycsb_and_tpcc_run_on_a_loopback_cluster() {
+    let tiny = ["--threads", "1", "--duration", "50ms", "--repetitions", "1"];
+    let ycsb =
+        [&["bench", "ycsb", "--cluster", "3", "--mix", "a", "--rows", "300"][..], &tiny].concat();
+    let out = succeeds(&ycsb);
+    assert_rows(&out, &["ycsb a cluster3", "synced", "network round trips per commit"]);
+    let lines = json_lines(&ycsb);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let v = &lines[0];
+    assert_eq!(v["config"]["cluster_nodes"], 3);
+    assert_eq!(v["clock"]["kind"], "synced");
+    assert!(v["result"]["committed"].as_u64().unwrap() > 0, "{v}");
+    let metrics = v["result"]["metrics"].as_array().unwrap();
+    let metric = |name: &str| metrics.iter().find(|m| m[0] == name).map(|m| m[1].as_f64().unwrap());
+    assert!(metric("round_trips_per_commit").unwrap() >= 2.0, "{v}");
+    assert!(metric("uncertainty_wait_pct").unwrap() >= 0.0, "{v}");
+
+    let tpcc = [
+        &["bench", "tpcc", "--cluster", "3", "--mix", "full", "--items", "200"][..],
+        &["--customers", "30"],
+        &tiny,
+    ]
+    .concat();
+    let lines = json_lines(&tpcc);
+    assert_eq!(lines[0]["variant"], "full 1w cluster3");
+    assert!(lines[0]["result"]["committed"].as_u64().unwrap() > 0, "{:?}", lines[0]);
+
+    refused(&["bench", "ycsb", "--cluster", "1"], "a cluster has 2 to 16 nodes");
+    refused(&["bench", "ycsb", "--cluster", "3", "--durability", "sync"], "not durable");
+    refused(&["bench", "tpcc", "--cluster", "3", "--clock", "logical"], "--clock does not apply");
+}
+
 /// `ordo bench cluster-clock`: a brief grid prints its table, writes its records and draws its
 /// figure; a single node or a logical clock is refused.
 #[test]

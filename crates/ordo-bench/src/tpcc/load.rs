@@ -79,7 +79,18 @@ pub fn load_with<C: Clock>(
 ) -> Result<Tpcc<C>, BenchError> {
     cfg.validate()?;
     let config = Config { versions: cfg.versions, ..base };
-    let db = Ordo::with_clock(config.clone(), clock)?;
+    let db = Ordo::with_clock(config, clock)?;
+    load_on(db, cfg, load_threads)
+}
+
+/// [`load`] on an open database `db` (e.g. a cluster client's engine, see [`crate::cluster`]),
+/// whose versions mode should be the workload's.
+pub fn load_on<C: Clock>(
+    db: Ordo<C>,
+    cfg: &TpccConfig,
+    load_threads: usize,
+) -> Result<Tpcc<C>, BenchError> {
+    cfg.validate()?;
     let mut seed_rng = SmallRng::seed_from_u64(cfg.seed);
     let nurand = NuRand::new(&mut seed_rng);
     let orders_total = cfg.warehouses as usize * DISTRICTS as usize * cfg.initial_orders() as usize;

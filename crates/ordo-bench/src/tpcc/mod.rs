@@ -62,7 +62,7 @@ use crate::driver::{RunStats, run_timed};
 use crate::error::BenchError;
 
 pub use check::{Violation, check, violations};
-pub use load::{load, load_with};
+pub use load::{load, load_on, load_with};
 
 /// The transaction mix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
