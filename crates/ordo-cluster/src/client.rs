@@ -38,7 +38,7 @@ use crate::auth::Secret;
 use crate::config::{ClusterConfig, ConfigError};
 use crate::node::{LocalClock, NodeClock, sync_clock};
 use crate::owners::{Placement, RemoteOwners};
-use crate::transport::{Limits, Peer, PeerPool, TransportError};
+use crate::transport::{Limits, Peer, PeerPool};
 use crate::wire::Body;
 
 /// How a client reaches a cluster.
@@ -169,13 +169,21 @@ impl Client {
         let stopping = Arc::new(AtomicBool::new(false));
         let engine: Arc<OnceLock<ClientDb>> = Arc::new(OnceLock::new());
         let sync_thread = {
-            let (clock, pool, stopping) = (clock.clone(), pool.clone(), stopping.clone());
-            let (cm, rate) = (config.cm, cfg.sync_rate_per_s.max(1));
+            let (clock, stopping) = (clock.clone(), stopping.clone());
+            let link = CmLink {
+                id,
+                cm: config.cm,
+                addr: config.member(config.cm).and_then(|m| m.addr.parse().ok()),
+                cluster: cfg.cluster.clone(),
+                secret: secret.clone(),
+                limits,
+            };
+            let rate = cfg.sync_rate_per_s.max(1);
             let timeout = cfg.call_timeout.min(Duration::from_millis(100));
             let engine = engine.clone();
             std::thread::Builder::new()
                 .name("ordo-client-sync".into())
-                .spawn(move || sync_loop(&clock, &pool, cm, rate, timeout, &stopping, &engine))
+                .spawn(move || sync_loop(&clock, &link, rate, timeout, &stopping, &engine))
                 .map_err(|source| ClientError::Io { what: "starting the sync thread", source })?
         };
         let started = Instant::now();
@@ -266,13 +274,26 @@ async fn fetch_config(
     Err(ClientError::NoMember { cluster: cfg.cluster.clone(), tried: cfg.nodes.clone(), last })
 }
 
+/// Where and how the client's sync thread reaches the CM.
+struct CmLink {
+    id: u64,
+    cm: u64,
+    addr: Option<SocketAddr>,
+    cluster: String,
+    secret: Secret,
+    limits: Limits,
+}
+
 /// Synchronises `clock` with the CM `rate` times a second until `stopping`, and reports the
 /// engine's oldest active timestamp to the CM every [`OAT_REPORT_EVERY`] (FaRMv2 Fig. 9: the
 /// cluster's GC must not pass a client's running transactions).
+///
+/// The thread has its own connection to the CM on its own single-threaded runtime, as a node's
+/// lease thread does: a connection of the client's pool would only make progress while this
+/// thread is inside its runtime, stalling transactions' calls to the CM between syncs.
 fn sync_loop(
     clock: &NodeClock,
-    pool: &PeerPool,
-    cm: u64,
+    link: &CmLink,
     rate: u32,
     timeout: Duration,
     stopping: &AtomicBool,
@@ -283,28 +304,47 @@ fn sync_loop(
         return;
     };
     let every = Duration::from_secs_f64(1.0 / f64::from(rate));
-    rt.block_on(async {
-        let mut next_report = Instant::now();
-        while !stopping.load(Ordering::Acquire) {
-            let next = Instant::now() + every;
-            match pool.get(cm).await {
-                Ok(peer) => {
-                    if let Err(e) = sync_clock(clock, &peer, timeout).await {
-                        tracing::debug!(error = %e, "client clock sync failed");
+    let mut peer: Option<Peer> = None;
+    let mut backoff = crate::etcd::Backoff::default();
+    let mut next_connect = Instant::now();
+    let mut next_report = Instant::now();
+    while !stopping.load(Ordering::Acquire) {
+        let next = Instant::now() + every;
+        if peer.as_ref().is_none_or(Peer::is_closed) && Instant::now() >= next_connect {
+            peer = None;
+            if let Some(addr) = link.addr {
+                let connect =
+                    Peer::connect(addr, link.id, &link.cluster, link.secret.clone(), link.limits);
+                match rt.block_on(connect) {
+                    Ok(p) => {
+                        backoff = crate::etcd::Backoff::default();
+                        peer = Some(p);
                     }
-                    if let Some(db) = engine.get().filter(|_| Instant::now() >= next_report) {
-                        next_report = Instant::now() + OAT_REPORT_EVERY;
-                        let oat = db.oldest_active().as_nanos();
-                        let _ = peer.send(Body::OatReport { oat }).await;
+                    Err(e) => {
+                        tracing::debug!(cm = link.cm, error = %e, "client cannot reach the CM");
+                        next_connect = Instant::now() + backoff.step();
                     }
                 }
-                Err(TransportError::Backoff { .. }) => {}
-                Err(e) => tracing::debug!(error = %e, "client cannot reach the CM"),
-            }
-            let now = Instant::now();
-            if next > now {
-                std::thread::sleep(next - now);
             }
         }
-    });
+        if let Some(p) = &peer {
+            rt.block_on(async {
+                if let Err(e) = sync_clock(clock, p, timeout).await {
+                    tracing::debug!(error = %e, "client clock sync failed");
+                }
+                if let Some(db) = engine.get().filter(|_| Instant::now() >= next_report) {
+                    next_report = Instant::now() + OAT_REPORT_EVERY;
+                    let oat = db.oldest_active().as_nanos();
+                    let _ = p.send(Body::OatReport { oat }).await;
+                }
+            });
+        }
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+    }
+    if let Some(p) = peer {
+        p.close();
+    }
 }

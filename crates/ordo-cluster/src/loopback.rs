@@ -202,14 +202,18 @@ impl Loopback {
 
     /// Sends every pending truncation (of the nodes; clients flush their own with
     /// [`crate::owners::RemoteOwners::flush`]) and waits until no backup holds an unapplied
-    /// part, at most `timeout`. Returns whether they drained.
+    /// part and no primary a locked one (COMMIT-PRIMARY is one-way), at most `timeout`.
+    /// Returns whether they drained.
     pub fn quiesce(&self, timeout: Duration) -> bool {
         let started = Instant::now();
         loop {
             for n in &self.nodes {
                 n.owners().flush();
             }
-            if self.nodes.iter().all(|n| n.db().serve_stats().backed == 0) {
+            if self.nodes.iter().all(|n| {
+                let s = n.db().serve_stats();
+                s.backed == 0 && s.locked == 0
+            }) {
                 return true;
             }
             if started.elapsed() > timeout {

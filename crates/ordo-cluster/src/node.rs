@@ -399,15 +399,28 @@ impl Handler for NodeHandler {
         }
     }
 
-    // One-way messages: `Truncate` applies backed-up parts. `LeaseAck`, the lease handshake's
+    // One-way messages: `Truncate` applies (or drops) backed-up parts, `CommitPrimary` installs
+    // a locked part, `OatReport` feeds the CM's OAT. `LeaseAck`, the lease handshake's
     // third leg, tells the CM nothing new (its view of the non-CM was renewed by the request)
     // and is dropped, as is anything else.
     fn one_way(&self, from: u64, body: Body) {
+        let s = &self.shared;
         match body {
-            Body::Truncate { truncate, discard } => {
-                self.shared.truncate_all(from, &truncate, &discard)
+            Body::Truncate { truncate, discard } => s.truncate_all(from, &truncate, &discard),
+            Body::CommitPrimary { tx, region, wts } => {
+                let key = TxKey { coordinator: from, tx, region };
+                let installed = match s.not_primary(region) {
+                    Some(_) => Err(ordo::Error::Config(format!(
+                        "COMMIT-PRIMARY for region {region}, whose primary is not node {}",
+                        s.id
+                    ))),
+                    None => s.db.serve_commit_primary(key, ordo_clock::Timestamp::from_nanos(wts)),
+                };
+                if let Err(e) = installed {
+                    tracing::error!(node = s.id, ?key, error = %e, "COMMIT-PRIMARY failed");
+                }
             }
-            Body::OatReport { oat } if self.shared.is_cm() => self.shared.report_oat(from, oat),
+            Body::OatReport { oat } if s.is_cm() => s.report_oat(from, oat),
             _ => {}
         }
     }

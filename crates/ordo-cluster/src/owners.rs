@@ -11,7 +11,7 @@
 //! | LOCK | `Lock` → `Done` / `Declined` | the primary |
 //! | VALIDATE | `Validate` → `Done` / `Declined` | the primary |
 //! | COMMIT-BACKUP | `CommitBackup` → `Done` | every backup of the region, concurrently |
-//! | COMMIT-PRIMARY | `CommitPrimary` → `Done` | the primary |
+//! | COMMIT-PRIMARY | `CommitPrimary`, one-way (the objects stay locked until installed) | the primary |
 //! | TRUNCATE | piggybacked on the next `CommitBackup` to that backup, or a one-way `Truncate` within [`TRUNCATE_FLUSH`] (a call, acknowledged, from [`RemoteOwners::flush`]) | every backup |
 //! | ABORT | `Abort` → `Done` | the primary |
 //!
@@ -527,11 +527,20 @@ impl Remote for RemoteOwners {
         self.discard_at(tx, region, &backups, true);
     }
 
+    /// Sent one-way: the transaction is committed (every backup acknowledged), and the
+    /// primary keeps the objects locked until it installs them, so a reader that comes first
+    /// aborts and retries rather than seeing the old version. The coordinator does not wait for
+    /// the install; a primary that cannot install logs it (its recovery is Cluster III's).
     fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error> {
         let step = ParticipantStep::CommitPrimary;
         let node = self.primary(region, step)?;
         let body = Body::CommitPrimary { tx, region, wts: wts.as_nanos() };
-        Self::expect_done(self.call(node, region, step, body)?, region, step).map(drop)
+        let pool = self.pool.clone();
+        let sent = self.block_on(async move { pool.get(node).await?.send(body).await });
+        sent.map_err(|e| {
+            tracing::warn!(peer = node, region, error = %e, "COMMIT-PRIMARY not sent");
+            Error::Participant { owner: region, region, step, cause: ParticipantFailure::PeerGone }
+        })
     }
 
     fn truncate(&self, tx: u64, region: u16, _wts: Timestamp) -> Result<(), Error> {
