@@ -20,7 +20,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use ordo_bench::error::BenchError;
 use ordo_bench::etcd_compare::etcd_target::{self, EtcdTarget};
-use ordo_bench::etcd_compare::ordo_target::{OrdoOptions, OrdoTarget};
+use ordo_bench::etcd_compare::ordo_target::{Coordinators, OrdoOptions, OrdoTarget};
 use ordo_bench::etcd_compare::{self, CompareError, Report, RunConfig, TxnTarget};
 use ordo_cluster::etcd_server::EtcdCluster;
 
@@ -79,6 +79,10 @@ pub(crate) struct EtcdCompareArgs {
     /// Ordo cluster clients shared by the benchmark's clients (client i uses client i mod N).
     #[arg(long, default_value_t = 1)]
     ordo_connections: usize,
+    /// Where Ordo's transactions are coordinated: in cluster clients (as etcd's clients), or
+    /// in the nodes' engines (FaRM's deployment; client i runs on node i mod N).
+    #[arg(long, value_enum, default_value_t = OrdoCoordinators::Client)]
+    ordo_coordinators: OrdoCoordinators,
     /// Members of the etcd cluster.
     #[arg(long, default_value_t = 3)]
     etcd_members: usize,
@@ -99,6 +103,15 @@ pub(crate) struct EtcdCompareArgs {
     /// Also append the JSON lines to this file.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+}
+
+/// Where Ordo's transactions run (`--ordo-coordinators`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum OrdoCoordinators {
+    /// Cluster clients outside the nodes: every step is a network call.
+    Client,
+    /// The nodes' own engines (co-located coordinators).
+    Nodes,
 }
 
 /// How long one request may take before the run fails.
@@ -124,6 +137,10 @@ async fn start(
             let options = OrdoOptions {
                 nodes: args.ordo_nodes,
                 connections: args.ordo_connections,
+                coordinators: match args.ordo_coordinators {
+                    OrdoCoordinators::Client => Coordinators::Client,
+                    OrdoCoordinators::Nodes => Coordinators::Nodes,
+                },
                 ..OrdoOptions::default()
             };
             let target = tokio::task::spawn_blocking(move || OrdoTarget::start(options))
@@ -191,6 +208,7 @@ pub(crate) fn run_etcd_compare(args: &EtcdCompareArgs) -> Result<(), CliError> {
         .map(|r| {
             serde_json::json!({ "workload": "etcd-compare", "keys": args.keys,
                 "ordo_nodes": args.ordo_nodes, "ordo_connections": args.ordo_connections,
+                "ordo_coordinators": format!("{:?}", args.ordo_coordinators).to_lowercase(),
                 "etcd_members": args.etcd_members, "etcd_connections": args.etcd_connections,
                 "etcd_endpoints": format!("{:?}", args.etcd_endpoints).to_lowercase(),
                 "result": r })

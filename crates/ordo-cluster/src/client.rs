@@ -60,6 +60,9 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// How long one call to an owner waits.
     pub call_timeout: Duration,
+    /// Threads of the client's network runtime (default 2; 1 suits a machine shared with the
+    /// nodes).
+    pub network_threads: usize,
 }
 
 impl ClientConfig {
@@ -74,6 +77,7 @@ impl ClientConfig {
             drift_bound_ppm: 1_000,
             connect_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(5),
+            network_threads: 2,
         }
     }
 }
@@ -148,7 +152,7 @@ impl Client {
         })?;
         let id = (1u64 << 63) | (rand::random::<u64>() >> 1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(cfg.network_threads.max(1))
             .thread_name("ordo-client")
             .enable_all()
             .build()

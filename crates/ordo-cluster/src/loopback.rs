@@ -28,6 +28,10 @@ pub struct LoopbackOptions {
     pub lease_ms: u32,
     /// Clock synchronisations per second, over all non-CM members.
     pub sync_rate_per_s: u32,
+    /// Network threads per node and per client (default 1: the nodes share one machine; on
+    /// the 2-core development machine 1 gave 20–40 % more transactions per second than 2 at
+    /// 64 clients, the same latency at 1).
+    pub network_threads: usize,
 }
 
 impl LoopbackOptions {
@@ -42,6 +46,7 @@ impl LoopbackOptions {
             clocks: Vec::new(),
             lease_ms: 200,
             sync_rate_per_s: 2_000,
+            network_threads: 1,
         }
     }
 }
@@ -49,6 +54,7 @@ impl LoopbackOptions {
 /// A running loopback cluster. Dropping it stops the nodes and removes its directory.
 pub struct Loopback {
     dir: PathBuf,
+    network_threads: usize,
     config: ClusterConfig,
     nodes: Vec<Node>,
 }
@@ -123,11 +129,17 @@ impl Loopback {
             let mut f = NodeConfig::new(id, "loopback", &addr, Vec::new(), secret.clone());
             f.lease_ms = opts.lease_ms;
             f.sync_rate_per_s = opts.sync_rate_per_s;
+            f.network_threads = opts.network_threads;
             members.push(Member { id, addr });
             files.push(f);
         }
         let config = ClusterConfig::initial(members, opts.backups);
-        let mut cluster = Loopback { dir, config: config.clone(), nodes: Vec::new() };
+        let mut cluster = Loopback {
+            dir,
+            network_threads: opts.network_threads,
+            config: config.clone(),
+            nodes: Vec::new(),
+        };
         for (i, f) in files.into_iter().enumerate() {
             let id = f.id;
             let clock = opts
@@ -192,6 +204,7 @@ impl Loopback {
     pub fn client_config(&self, engine: ordo::Config) -> ClientConfig {
         let mut c = ClientConfig::new("loopback", self.addrs(), self.dir.join("secret"));
         c.engine = engine;
+        c.network_threads = self.network_threads;
         c
     }
 

@@ -531,7 +531,7 @@ impl Node {
             reason: e.to_string(),
         })?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(file.network_threads.max(1))
             .thread_name("ordo-net")
             .enable_all()
             .build()

@@ -54,6 +54,17 @@ pub const CONNECTIONS_MAX: usize = 64;
 /// How long the backups may take to apply every commit before the replication check.
 const QUIESCE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Where the benchmark's transactions are coordinated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Coordinators {
+    /// Cluster clients outside the nodes (as etcd's clients are): every step is a call.
+    #[default]
+    Client,
+    /// The nodes' own engines (FaRM's deployment: applications run on the cluster's machines):
+    /// benchmark client `i` runs on node `i mod nodes`; steps on its own objects are local.
+    Nodes,
+}
+
 /// How the cluster and its clients are set up.
 #[derive(Clone, Debug)]
 pub struct OrdoOptions {
@@ -63,11 +74,18 @@ pub struct OrdoOptions {
     pub connections: usize,
     /// Bytes per region (each node is primary of one).
     pub region_bytes: usize,
+    /// Where transactions are coordinated.
+    pub coordinators: Coordinators,
 }
 
 impl Default for OrdoOptions {
     fn default() -> Self {
-        OrdoOptions { nodes: 3, connections: 1, region_bytes: 64 << 20 }
+        OrdoOptions {
+            nodes: 3,
+            connections: 1,
+            region_bytes: 64 << 20,
+            coordinators: Coordinators::Client,
+        }
     }
 }
 
@@ -148,10 +166,18 @@ fn cluster_err(e: ordo_cluster::loopback::LoopbackError) -> CompareError {
 
 impl Inner {
     fn round_trips(&self) -> u64 {
-        self.clients
+        let clients: u64 = self
+            .clients
             .iter()
             .map(|c| c.owners().round_trips.load(std::sync::atomic::Ordering::Relaxed))
-            .sum()
+            .sum();
+        let nodes: u64 = self
+            .cluster
+            .nodes()
+            .iter()
+            .map(|n| n.owners().round_trips.load(std::sync::atomic::Ordering::Relaxed))
+            .sum();
+        clients + nodes
     }
 
     fn keys(&self) -> Arc<[Addr]> {
@@ -196,7 +222,13 @@ impl Inner {
             })
         };
         let (write, read) = (addr(keys.write)?, addr(keys.read)?);
-        let db = &self.clients[client % self.clients.len()];
+        let db: &ordo::Ordo<_> = match self.options.coordinators {
+            Coordinators::Client => &self.clients[client % self.clients.len()],
+            Coordinators::Nodes => {
+                let nodes = self.cluster.nodes();
+                nodes[client % nodes.len()].db()
+            }
+        };
         let options = Options { will_write: true, retries_max: 1, ..Options::default() };
         let attempt = (|| {
             let mut tx = db.begin_with(options)?;
@@ -266,11 +298,14 @@ impl TxnTarget for OrdoTarget {
     fn describe(&self) -> String {
         let Some(inner) = &self.inner else { return "ordo: stopped".into() };
         format!(
-            "ordo: {} loopback nodes (one {} MiB region each, 1 backup), {} client connection(s); \
+            "ordo: {} loopback nodes (one {} MiB region each, 1 backup), coordinators: {}; \
              each transaction on the blocking pool",
             inner.options.nodes,
             inner.options.region_bytes >> 20,
-            inner.options.connections
+            match inner.options.coordinators {
+                Coordinators::Client => format!("{} client(s)", inner.options.connections),
+                Coordinators::Nodes => "the nodes' engines (co-located)".to_string(),
+            }
         )
     }
 
