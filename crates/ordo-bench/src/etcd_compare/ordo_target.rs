@@ -139,6 +139,10 @@ impl OrdoTarget {
         }
         let mut cluster_options = LoopbackOptions::new(options.nodes);
         cluster_options.engine.heap.region_bytes = options.region_bytes;
+        // Co-located coordinators run on tokio's blocking pool, whose threads each keep a
+        // worker (a thread slot) per node engine they ran on; the pool may grow past the
+        // default 256 slots over many runs.
+        cluster_options.engine.threads_max = 4 * ordo::THREADS_MAX_DEFAULT;
         let cluster = Loopback::start(cluster_options).map_err(cluster_err)?;
         let mut clients = Vec::with_capacity(options.connections);
         for _ in 0..options.connections {
