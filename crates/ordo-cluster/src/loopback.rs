@@ -195,6 +195,11 @@ impl Loopback {
         &self.config
     }
 
+    /// The file holding the cluster's secret (for tools and tests that connect themselves).
+    pub fn secret_file(&self) -> PathBuf {
+        self.dir.join("secret")
+    }
+
     /// The member addresses (`host:port`).
     pub fn addrs(&self) -> Vec<String> {
         self.config.members.iter().map(|m| m.addr.clone()).collect()

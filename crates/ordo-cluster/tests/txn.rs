@@ -331,3 +331,84 @@ fn local_primaries_cost_one_round_trip_per_commit() {
     // READ, LOCK, COMMIT-BACKUP (to the region's backup); COMMIT-PRIMARY is one-way.
     assert_eq!(trips() - before, 3);
 }
+
+/// Malformed and misdirected participant messages from an authenticated peer get typed refusals
+/// (never a panic, never a change), and the node keeps serving.
+#[test]
+fn malformed_and_misdirected_messages_are_refused() {
+    use ordo_cluster::auth::Secret;
+    use ordo_cluster::node::codes;
+    use ordo_cluster::transport::{Limits, Peer};
+    use ordo_cluster::wire::Body;
+    let cluster = Loopback::start(LoopbackOptions::new(3)).unwrap();
+    let n1 = cluster.node(1).unwrap();
+    let a = n1.db().run(|tx| tx.alloc(&5u64)).unwrap();
+    let secret = Secret::from_file(&cluster.secret_file()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let peer = rt
+        .block_on(Peer::connect(n1.local_addr(), 99, "loopback", secret, Limits::default()))
+        .unwrap();
+    let call = |body: Body| rt.block_on(peer.call(body)).unwrap();
+    let region = a.region();
+    let other = cluster.node(2).unwrap().placement().primaries_of(2)[0];
+    let error_code = |b: &Body| match b {
+        Body::Error { code, .. } => Some(*code),
+        _ => None,
+    };
+    let declined = |b: &Body| matches!(b, Body::Declined { .. });
+    // Entries that are not whole, an unknown kind, a payload that is missing.
+    for entries in
+        [vec![a.to_raw(), 8 << 8], vec![a.to_raw(), 7 | (8 << 8), 0], vec![a.to_raw(), 8 << 8, 0]]
+    {
+        let r = call(Body::Lock { tx: 1, region, entries, words: vec![] });
+        assert!(declined(&r), "{r:?}");
+    }
+    // A part naming another region than the message.
+    let r = call(Body::Lock {
+        tx: 2,
+        region,
+        entries: vec![ordo::Addr::new(other, 64).to_raw(), 8 << 8, 0],
+        words: vec![1],
+    });
+    assert!(declined(&r), "{r:?}");
+    // Requests for a region this node is not the primary (or backup) of.
+    let r = call(Body::Lock { tx: 3, region: other, entries: vec![], words: vec![] });
+    assert_eq!(error_code(&r), Some(codes::NOT_OWNER));
+    let r = call(Body::Read {
+        addr: ordo::Addr::new(other, 64).to_raw(),
+        rts: u64::MAX >> 2,
+        flags: 1,
+    });
+    assert_eq!(error_code(&r), Some(codes::NOT_OWNER));
+    let r = call(Body::CommitBackup {
+        tx: 4,
+        region,
+        wts: 1,
+        entries: vec![],
+        words: vec![],
+        truncate: vec![],
+    });
+    assert_eq!(error_code(&r), Some(codes::NOT_OWNER), "node 1 is not region {region}'s backup");
+    let r = call(Body::Validate { reads: vec![a.to_raw(), 0] });
+    assert_eq!(error_code(&r), Some(codes::BAD_REQUEST));
+    // An address that is not an object, a read of it, a release of an allocated object.
+    let r = call(Body::Read { addr: a.to_raw() + 8, rts: u64::MAX >> 2, flags: 1 });
+    assert!(declined(&r), "{r:?}");
+    let r = call(Body::Release { addr: a.to_raw() });
+    assert!(declined(&r), "{r:?}");
+    // COMMIT-PRIMARY and ABORT of nothing locked; truncations of nothing backed up.
+    rt.block_on(peer.send(Body::CommitPrimary { tx: 77, region, wts: 9 })).unwrap();
+    let r = call(Body::Abort { tx: 78, region, allocs: vec![a.to_raw()] });
+    assert_eq!(r, Body::Done { flag: true });
+    let r = call(Body::Truncate {
+        truncate: vec![(1, region), (2, other)],
+        discard: vec![(3, region)],
+    });
+    assert_eq!(r, Body::Done { flag: true });
+    // Nothing changed, nothing is held, and the node still serves transactions.
+    assert_eq!(n1.db().serve_stats(), ordo::remote::ServeStats::default());
+    assert_eq!(n1.db().run(|tx| tx.read::<u64>(a)).unwrap(), 5);
+    let client = cluster.client(ordo::Config::default()).unwrap();
+    client.run(|tx| tx.write(a, &6u64)).unwrap();
+    assert_eq!(client.run(|tx| tx.read::<u64>(a)).unwrap(), 6);
+}
