@@ -634,12 +634,15 @@ impl<'db, C: Clock> Tx<'db, C> {
         let rts = self.rts;
         let options = self.options;
         let w = self.worker.as_mut().expect("a live transaction holds its worker");
-        w.tx_seq = w.tx_seq.wrapping_add(1);
-        let tx = ((w.slot as u64) << 40) | (w.tx_seq & ((1 << 40) - 1));
-        let Worker { reads, writes, local, slot: slot_index, .. } = &mut **w;
+        let Worker { reads, writes, local, slot: slot_index, tx_seq, .. } = &mut **w;
         let slot_index = *slot_index;
         let log = shared.durable.as_ref().map(|d| &d.log);
-        let mut outcome = with_participants!(shared, local, slot_index, tx, |set| {
+        // The attempt's number for remote owners, drawn only in a cluster.
+        let mut attempt = || {
+            *tx_seq = tx_seq.wrapping_add(1);
+            ((slot_index as u64) << 40) | (*tx_seq & ((1 << 40) - 1))
+        };
+        let mut outcome = with_participants!(shared, local, slot_index, attempt(), |set| {
             commit::commit(&shared.clock, &set, rts, &options, reads, writes)
         });
         if let (Some(log), Ok(info)) = (log, &outcome) {

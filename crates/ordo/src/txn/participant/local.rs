@@ -177,14 +177,18 @@ impl<'h> LocalParticipant<'h> {
 impl Participant for LocalParticipant<'_> {
     type Locks = LocalLocks;
 
-    #[inline]
+    // Always inlined: it is `Tx::read`'s path, and with a cluster set in the same crate the
+    // compiler would otherwise share one out-of-line copy between the two (measured: +9 %
+    // instructions per YCSB ro2 transaction).
+    #[inline(always)]
     fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error> {
         Self::read_in(self.heap, self.versions, addr, at, out)
     }
 
     /// Views the head in place when it is old enough (one cache line for one field of a large
     /// object); otherwise reads the old version into `out` and views that.
-    #[inline]
+    // Always inlined, as `read`.
+    #[inline(always)]
     fn read_view<R>(
         &self,
         addr: Addr,
