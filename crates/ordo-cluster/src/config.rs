@@ -156,6 +156,24 @@ pub struct NodeConfig {
     /// (default 2). Nodes sharing a small machine do better with 1: fewer threads to wake.
     #[serde(default = "default_network_threads")]
     pub network_threads: usize,
+    /// Where the node keeps its durable log and heap files (relative to the file's
+    /// directory); none keeps the node in memory.
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    /// `sync` (acknowledge COMMIT-BACKUP once it is on disk) or `process` (once it is in the
+    /// OS: survives a crash of the process, not of the machine). Needs `data_dir`.
+    #[serde(default)]
+    pub durability: Option<DurabilityChoice>,
+}
+
+/// How a node's backups make their parts durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityChoice {
+    /// On disk before the acknowledgement.
+    Sync,
+    /// In the OS before the acknowledgement.
+    Process,
 }
 
 fn default_network_threads() -> usize {
@@ -218,6 +236,8 @@ impl NodeConfig {
             versions: VersionsChoice::default(),
             region_bytes: default_region_bytes(),
             network_threads: default_network_threads(),
+            data_dir: None,
+            durability: None,
         }
     }
 
@@ -228,7 +248,17 @@ impl NodeConfig {
             VersionsChoice::Multi => ordo::Versions::Multi,
         };
         let heap = ordo::heap::HeapConfig { region_bytes: self.region_bytes, ..Default::default() };
-        ordo::Config { versions, heap, ..ordo::Config::default() }
+        let durability = match (&self.data_dir, self.durability) {
+            (Some(dir), Some(mode)) => Some(ordo::durable::DurableConfig::new(
+                dir.clone(),
+                match mode {
+                    DurabilityChoice::Sync => ordo::durable::Mode::Sync,
+                    DurabilityChoice::Process => ordo::durable::Mode::Process,
+                },
+            )),
+            _ => None,
+        };
+        ordo::Config { versions, heap, durability, ..ordo::Config::default() }
     }
 
     /// Reads and checks a node's file; a relative `secret_file` is resolved against its directory.
@@ -237,9 +267,12 @@ impl NodeConfig {
             .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         let mut config: NodeConfig = toml::from_str(&text)
             .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
-        if config.secret_file.is_relative() {
-            if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent() {
+            if config.secret_file.is_relative() {
                 config.secret_file = dir.join(&config.secret_file);
+            }
+            if let Some(data) = config.data_dir.as_mut().filter(|d| d.is_relative()) {
+                *data = dir.join(&*data);
             }
         }
         config.check(path)?;
@@ -275,6 +308,12 @@ impl NodeConfig {
         }
         if self.etcd.is_empty() {
             return Err(field("etcd", "name at least one endpoint"));
+        }
+        if self.durability.is_some() != self.data_dir.is_some() {
+            return Err(field("durability", "durability and data_dir go together"));
+        }
+        if self.network_threads == 0 || self.network_threads > 64 {
+            return Err(field("network_threads", "must be 1 to 64"));
         }
         if self.lease_ms == 0 || self.lease_ms > 60_000 {
             return Err(field("lease_ms", "must be 1 to 60000"));

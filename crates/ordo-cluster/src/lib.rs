@@ -46,11 +46,16 @@
 //! `Ordo::pin_snapshot` holds a snapshot time that other nodes serve (distributed read-only
 //! transactions).
 //!
-//! Not yet: durable members (a member's engine is in memory; COMMIT-BACKUP records are not yet
-//! logged to a durable log — the ack must wait for the record itself, not the group marker);
-//! moving regions; and (Cluster III) suspicion acted on — reconfiguration, clock-master
-//! failover with fast-forward, transaction recovery (locks a dead coordinator held stay held
-//! until then) — and deterministic simulation.
+//! Durable members (`data_dir` and `durability = "sync" | "process"` in the node file): each
+//! backup logs every part it backs up to its durable log — stamped with its own clock, so the
+//! log's marker and checkpointer see records in order — before acknowledging COMMIT-BACKUP;
+//! primaries do not log (FaRM's design). A member's directory reopened on its own recovers the
+//! regions it backed up.
+//!
+//! Not yet: moving regions or growing the region map; rejoining a cluster from a member's files;
+//! and (Cluster III) suspicion acted on — reconfiguration, clock-master failover with
+//! fast-forward, transaction recovery (locks a dead coordinator held stay held until then) —
+//! and deterministic simulation.
 #![forbid(unsafe_code)]
 
 pub mod auth;

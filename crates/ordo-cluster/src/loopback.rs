@@ -32,6 +32,8 @@ pub struct LoopbackOptions {
     /// the 2-core development machine 1 gave 20–40 % more transactions per second than 2 at
     /// 64 clients, the same latency at 1).
     pub network_threads: usize,
+    /// Durable members: each node logs what it backs up under `dir/node-<id>` in this mode.
+    pub durability: Option<(PathBuf, ordo::durable::Mode)>,
 }
 
 impl LoopbackOptions {
@@ -47,6 +49,7 @@ impl LoopbackOptions {
             lease_ms: 200,
             sync_rate_per_s: 2_000,
             network_threads: 1,
+            durability: None,
         }
     }
 }
@@ -147,13 +150,13 @@ impl Loopback {
                 .get(i)
                 .cloned()
                 .unwrap_or_else(|| Arc::new(ordo_clock::SystemClock::new()));
-            let node = Node::start_with(
-                f,
-                ConfigSource::Static(config.clone()),
-                clock,
-                opts.engine.clone(),
-            )
-            .map_err(|source| LoopbackError::Node { id, source })?;
+            let mut engine = opts.engine.clone();
+            if let Some((dir, mode)) = &opts.durability {
+                engine.durability =
+                    Some(ordo::durable::DurableConfig::new(dir.join(format!("node-{id}")), *mode));
+            }
+            let node = Node::start_with(f, ConfigSource::Static(config.clone()), clock, engine)
+                .map_err(|source| LoopbackError::Node { id, source })?;
             cluster.nodes.push(node);
         }
         let started = Instant::now();

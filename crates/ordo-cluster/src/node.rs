@@ -363,7 +363,14 @@ impl Handler for NodeHandler {
                 }
                 let key = TxKey { coordinator: from, tx, region };
                 let part = PartWire { entries, words };
-                done(s.db.serve_backup(key, &part, ordo_clock::Timestamp::from_nanos(wts)))
+                let wts = ordo_clock::Timestamp::from_nanos(wts);
+                if s.db.config().durability.is_some() {
+                    // A durable backup waits for its log (the group flush): hand this network
+                    // thread's other connections to another thread meanwhile.
+                    done(tokio::task::block_in_place(|| s.db.serve_backup(key, &part, wts)))
+                } else {
+                    done(s.db.serve_backup(key, &part, wts))
+                }
             }
             Body::CommitPrimary { tx, region, wts } => {
                 if let Some(e) = s.not_primary(region) {

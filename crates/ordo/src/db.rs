@@ -179,8 +179,8 @@ impl<C: Clock> Shared<C> {
         slot: usize,
         tx: u64,
     ) -> ClusterSet<'a> {
-        let log = self.durable.as_ref().map(|d| &d.log);
-        let local = LocalParticipant::new(&self.heap, &self.versions, local).with_log(log, slot);
+        // A primary does not log: its backups do (`crate::remote`).
+        let local = LocalParticipant::new(&self.heap, &self.versions, local).with_log(None, slot);
         ClusterSet::new(local, hook, tx)
     }
 
@@ -251,21 +251,22 @@ impl<C: Clock> Ordo<C> {
         Self::with_clock_scanned(config, clock, None)
     }
 
-    /// Opens an in-memory database that is one member (or a client) of a cluster: regions in
-    /// `home` are this process's primaries, and allocation opens only them; every other region
-    /// is reached through `remote` (see [`crate::remote`]). A client passes no home regions.
+    /// Opens a database that is one member (or a client) of a cluster: regions in `home` are
+    /// this process's primaries, and allocation opens only them; every other region is reached
+    /// through `remote` (see [`crate::remote`]). A client passes no home regions.
+    ///
+    /// With `config.durability`, the member logs every part it backs up (COMMIT-BACKUP) to its
+    /// durable log before acknowledging it, as FaRM's backups do; a primary does not log (its
+    /// backups hold the transaction). Reopening the directory recovers the regions it backed
+    /// up; rejoining a cluster from it is recovery's (Cluster III).
     pub fn with_remote(
         config: Config,
         clock: C,
         remote: Arc<dyn crate::remote::Remote>,
         home: Vec<u16>,
     ) -> Result<Self, Error> {
-        if config.durability.is_some() {
-            return Err(Error::Config(
-                "a cluster member's database is in memory in this version; durable members \
-                 log COMMIT-BACKUP records in a later one"
-                    .into(),
-            ));
+        if let Some(d) = &config.durability {
+            crate::durable::mark_member(d)?;
         }
         let db = Self::with_parts(config, clock, None, Some(remote))?;
         db.shared.heap.set_home_regions(home);
@@ -307,7 +308,10 @@ impl<C: Clock> Ordo<C> {
                 config.heap.check()?;
                 let (durable, files, regions) =
                     crate::durable::open(d, config.heap.region_bytes, threads_max, scanned)?;
-                let now = clock.now().lo().as_nanos();
+                // A cluster member's clock is disabled until its first sync with the CM, which
+                // needs the node running: the check is recovery's when a member rejoins
+                // (Cluster III), not this open's.
+                let now = if remote.is_some() { u64::MAX } else { clock.now().lo().as_nanos() };
                 if now < durable.report.recovered_ts {
                     return Err(crate::durable::DurableError::ClockBehind {
                         recovered: durable.report.recovered_ts,

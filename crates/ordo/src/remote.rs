@@ -497,8 +497,41 @@ impl<C: Clock> Ordo<C> {
         }
         let mut writes = WriteSet::default();
         part.decode(&mut writes)?;
+        if let Some(d) = &self.shared().durable {
+            self.shared().heap.ensure_region(key.region)?;
+            self.log_backup(&d.log, &writes, wts)?;
+        }
         lock(&self.shared().serve.backed).insert(key, Backed { wts, part: writes });
         Ok(())
+    }
+
+    /// Logs a backed-up part durably before COMMIT-BACKUP is acknowledged. The record carries
+    /// a timestamp of this node's clock drawn as a local commit draws its write timestamp
+    /// (lower bound published first, then `get_ts`), not the transaction's `wts`: parts arrive
+    /// here in any order of `wts` but in commit order per object, and the log's marker and
+    /// checkpointer need records in the order of their timestamps. The images inside carry
+    /// `wts`. In `sync` mode this waits until the marker covers the record.
+    fn log_backup(
+        &self,
+        log: &crate::durable::log::Log,
+        writes: &WriteSet,
+        wts: Timestamp,
+    ) -> Result<(), Error> {
+        let s = self.shared();
+        let worker = self.serve_worker()?;
+        let slot = worker.slot;
+        log.publish_lower(slot, s.clock.now().lo().as_nanos());
+        let ts = s.clock.get_ts();
+        let part = writes.part(0..writes.len());
+        let result = log
+            .append_tx(slot, ts.as_nanos(), |rec| {
+                crate::txn::participant::redo_record(rec, part, wts, |e| {
+                    crate::heap::Heap::implied_slab_word(e.addr, e.len_bytes)
+                });
+            })
+            .and_then(|()| log.wait_durable(Some(slot), ts.as_nanos()));
+        self.serve_worker_done(worker);
+        result.map_err(Error::from)
     }
 
     /// Serves TRUNCATE: applies the part backed up for `key`, if any (a repeated or unknown

@@ -78,6 +78,10 @@ const SEGMENT_MAGIC: &[u8; 8] = b"ORDOLOG\0";
 pub const MANIFEST: &str = "MANIFEST";
 /// The checkpoint timestamp's file name.
 pub const CHECKPOINT: &str = "CHECKPOINT";
+/// Present (empty) in a cluster member's directory: the member holds only the region ids it is
+/// primary or backup of, so region files below the manifest's count may be absent. Without it a
+/// missing region file is an error (a deleted heap file).
+pub const MEMBER: &str = "MEMBER";
 
 /// The heap file of a region.
 pub fn region_file(dir: &Path, region: u16) -> PathBuf {

@@ -324,6 +324,28 @@ impl HeapFiles {
     }
 }
 
+/// What [`open`] gives: the log and recovery state, the heap files, and the mapped regions by
+/// id (`None` for an id a cluster member never held).
+pub(crate) type Opened = (Durable, Arc<HeapFiles>, Vec<Option<RegionMemory>>);
+
+/// Marks `config.dir` as a cluster member's (see [`format::MEMBER`]), creating it if needed.
+pub(crate) fn mark_member(config: &DurableConfig) -> Result<(), Error> {
+    let wrap = |op, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Durable(Arc::new(DurableError::Io { op, path, source }))
+    };
+    let dir = &config.dir;
+    config.storage.create_dir_all(dir).map_err(wrap("create directory", dir))?;
+    let path = dir.join(format::MEMBER);
+    let exists =
+        config.storage.list(dir).map_err(wrap("list", dir))?.iter().any(|n| n == format::MEMBER);
+    if !exists {
+        config.storage.create(&path).map_err(wrap("create", &path))?;
+        config.storage.sync_dir(dir).map_err(wrap("fsync directory", dir))?;
+    }
+    Ok(())
+}
+
 /// A durable database's runtime state.
 pub(crate) struct Durable {
     pub(crate) log: log::Log,
@@ -360,7 +382,7 @@ pub(crate) fn open(
     region_bytes: usize,
     threads: usize,
     scanned: Option<recovery::Scan>,
-) -> Result<(Durable, Arc<HeapFiles>, Vec<RegionMemory>), Error> {
+) -> Result<Opened, Error> {
     config.check()?;
     let wrap = |e: DurableError| Error::Durable(Arc::new(e));
     let storage = config.storage.clone();
@@ -402,14 +424,26 @@ pub(crate) fn open(
     }
     let (report, next_seq) = recovery::apply(&*storage, dir, scan).map_err(wrap)?;
     let mut regions = Vec::new();
+    let present: std::collections::HashSet<String> = storage
+        .list(dir)
+        .map_err(|source| wrap(DurableError::Io { op: "list", path: dir.clone(), source }))?
+        .into_iter()
+        .collect();
     for id in 0..report.regions {
         let path = format::region_file(dir, id as u16);
+        // A cluster member holds only some region ids (its primaries and backups): an id it
+        // never created has no file. (The embedded engine creates ids in order: it has all.)
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if present.contains(format::MEMBER) && name.is_some_and(|n| !present.contains(&n)) {
+            regions.push(None);
+            continue;
+        }
         let f = storage.open(&path, false).map_err(|source| {
             wrap(DurableError::HeapFile { path: path.clone(), reason: source.to_string() })
         })?;
         let mem = RegionMemory::private_file(f.os_file(), region_bytes)
             .map_err(|source| wrap(DurableError::Io { op: "mmap", path: path.clone(), source }))?;
-        regions.push(mem);
+        regions.push(Some(mem));
     }
     let manifest = format::Manifest { region_bytes: region_bytes as u64, regions: report.regions };
     let files = Arc::new(HeapFiles {

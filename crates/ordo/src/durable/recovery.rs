@@ -262,8 +262,13 @@ pub(crate) fn scan(
     let ckpt = format::read_checkpoint(storage, dir)?;
     let checkpoint = ckpt.ts;
     let names = storage.list(dir).map_err(io("list", dir))?;
+    let member = names.iter().any(|n| n == format::MEMBER);
     for id in 0..manifest.regions {
         let path = format::region_file(dir, id as u16);
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if member && name.is_some_and(|n| !names.contains(&n)) {
+            continue; // a region this member never held
+        }
         let f = storage
             .open(&path, false)
             .map_err(|e| DurableError::HeapFile { path: path.clone(), reason: e.to_string() })?;

@@ -205,12 +205,13 @@ impl Heap {
         Ok(heap)
     }
 
-    /// A durable heap over `regions` (mapped heap files, recovered): slab classes come from the
-    /// slab header words, free bitmaps and live counts from the object headers' ALLOC bits.
+    /// A durable heap over `regions` (mapped heap files, recovered, by region id; `None` for an
+    /// id this heap never created): slab classes come from the slab header words, free bitmaps
+    /// and live counts from the object headers' ALLOC bits.
     pub(crate) fn durable(
         config: HeapConfig,
         files: std::sync::Arc<crate::durable::HeapFiles>,
-        regions: Vec<RegionMemory>,
+        regions: Vec<Option<RegionMemory>>,
     ) -> Result<Self, Error> {
         let mut heap = Heap::new(config)?;
         heap.backing = Some(files);
@@ -224,6 +225,7 @@ impl Heap {
         let slab_count = config.region_bytes / SLAB_BYTES;
         let mut fresh = Vec::new();
         for (id, memory) in regions.into_iter().enumerate() {
+            let Some(memory) = memory else { continue };
             let region =
                 Region { memory, slabs: (0..slab_count).map(|_| SlabMeta::default()).collect() };
             for slab in (0..slab_count).rev() {
@@ -478,7 +480,28 @@ impl Heap {
     /// Makes this heap a cluster node's: allocation opens only `home` regions (those the node
     /// is primary of), in that order. Regions already created stay.
     pub(crate) fn set_home_regions(&self, home: Vec<u16>) {
+        // A recovered heap listed the free slabs of every region it holds, backups included:
+        // allocation keeps only the home regions'.
+        lock(&self.fresh).retain(|s| home.contains(&s.region));
+        for class in self.partial.iter() {
+            lock(class).retain(|s| home.contains(&s.region));
+        }
         *lock(&self.home) = Some(home);
+    }
+
+    /// Creates region `id` here if it does not exist yet (a backup's copy: in a durable
+    /// database, its heap file exists before any record for it is logged, so the checkpointer
+    /// has somewhere to write its images).
+    pub(crate) fn ensure_region(&self, id: u16) -> Result<(), Error> {
+        self.create_region(id as usize).map(drop)
+    }
+
+    /// The slab header word an allocation of `len_bytes` at `addr` implies, and the slab's
+    /// address: what a backup logs with it (it has no allocator state of the primary's).
+    pub(crate) fn implied_slab_word(addr: Addr, len_bytes: usize) -> Option<(Addr, u64)> {
+        let class = class_for(len_bytes)?;
+        let slab = addr.offset() as usize / SLAB_BYTES;
+        Some((Addr::new(addr.region(), (slab * SLAB_BYTES) as u64), SLAB_MAGIC | class as u64))
     }
 
     /// Whether allocation may open regions here: always in the embedded engine; on a cluster

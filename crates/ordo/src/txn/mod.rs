@@ -636,7 +636,9 @@ impl<'db, C: Clock> Tx<'db, C> {
         let w = self.worker.as_mut().expect("a live transaction holds its worker");
         let Worker { reads, writes, local, slot: slot_index, tx_seq, .. } = &mut **w;
         let slot_index = *slot_index;
-        let log = shared.durable.as_ref().map(|d| &d.log);
+        // In a cluster the backups make a commit durable (`crate::remote`); the local log
+        // holds only what this node backs up.
+        let log = shared.durable.as_ref().filter(|_| shared.remote.is_none()).map(|d| &d.log);
         // The attempt's number for remote owners, drawn only in a cluster.
         let mut attempt = || {
             *tx_seq = tx_seq.wrapping_add(1);

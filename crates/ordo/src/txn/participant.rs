@@ -54,8 +54,8 @@ mod tests;
 
 use ordo_clock::Timestamp;
 
-pub(crate) use local::LocalScratch;
 pub use local::{LocalLocks, LocalParticipant};
+pub(crate) use local::{LocalScratch, redo_record};
 
 use super::set::{ReadEntry, WritePart, WriteSet};
 use super::view::View;

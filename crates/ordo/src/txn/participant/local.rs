@@ -316,18 +316,7 @@ impl Participant for LocalParticipant<'_> {
         };
         let heap = self.heap;
         log.append_tx(slot, wts.as_nanos(), |rec| {
-            for e in part.entries() {
-                let allocated = e.kind != WriteKind::Free;
-                if e.kind == WriteKind::Alloc {
-                    if let Some((slab, word)) = heap.slab_word(e.addr) {
-                        rec.entry_words(slab.to_raw(), [word]);
-                    }
-                }
-                let w0 = Header::version(wts, allocated).raw();
-                let w1 = (e.len_bytes as u64) << LEN_SHIFT;
-                let data = part.data(e);
-                rec.entry_words(e.addr.to_raw(), [w0, w1].into_iter().chain(data.iter().copied()));
-            }
+            redo_record(rec, part, wts, |e| heap.slab_word(e.addr));
         })?;
         Ok(())
     }
@@ -382,5 +371,28 @@ impl Participant for LocalParticipant<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Fills a redo record with `part` installed at `wts`: each object's whole image (header words
+/// and payload), preceded for an allocation by its slab's header word (`slab_word`), so that
+/// recovery knows the slab's class.
+pub(crate) fn redo_record(
+    rec: &mut crate::durable::format::RecordBuf,
+    part: WritePart<'_>,
+    wts: Timestamp,
+    slab_word: impl Fn(&crate::txn::set::WriteEntry) -> Option<(Addr, u64)>,
+) {
+    for e in part.entries() {
+        let allocated = e.kind != WriteKind::Free;
+        if e.kind == WriteKind::Alloc {
+            if let Some((slab, word)) = slab_word(e) {
+                rec.entry_words(slab.to_raw(), [word]);
+            }
+        }
+        let w0 = Header::version(wts, allocated).raw();
+        let w1 = (e.len_bytes as u64) << LEN_SHIFT;
+        let data = part.data(e);
+        rec.entry_words(e.addr.to_raw(), [w0, w1].into_iter().chain(data.iter().copied()));
     }
 }
