@@ -52,6 +52,17 @@ const QUIESCE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most nodes a benchmark cluster may have.
 pub const NODES_MAX: usize = 16;
 
+/// A cluster already running (e.g. `ordo cluster up`), reached through its members.
+#[derive(Clone, Debug)]
+pub struct Running {
+    /// The cluster's name.
+    pub name: String,
+    /// Member addresses (`host:port`) to ask for the configuration.
+    pub addrs: Vec<String>,
+    /// The cluster's secret file.
+    pub secret_file: std::path::PathBuf,
+}
+
 /// How the cluster is started.
 #[derive(Clone, Debug)]
 pub struct ClusterOptions {
@@ -61,6 +72,11 @@ pub struct ClusterOptions {
     pub region_bytes: usize,
     /// The engine configuration of the nodes and the client (versions, isolation defaults).
     pub engine: ordo::Config,
+    /// Durable members (each logs what it backs up, in a temporary directory removed after).
+    pub durability: Option<ordo::durable::Mode>,
+    /// Use this running cluster instead of starting one (`nodes`, `region_bytes` and
+    /// `durability` are then the running cluster's own).
+    pub running: Option<Running>,
 }
 
 impl ClusterOptions {
@@ -74,15 +90,30 @@ impl ClusterOptions {
             nodes,
             region_bytes: usize::try_from(region).unwrap_or(usize::MAX),
             engine,
+            durability: None,
+            running: None,
         }
     }
 }
 
-/// A loopback cluster and one client connected to it.
+/// A loopback cluster (or a running one) and one client connected to it.
 pub struct Cluster {
     /// Dropped first: it is connected to the nodes.
     client: Client,
-    nodes: Loopback,
+    /// `None` for a running cluster (its nodes are other processes).
+    nodes: Option<Loopback>,
+    members: usize,
+    /// Dropped last: removes the durable members' directory.
+    _data: Option<DataDir>,
+}
+
+/// A directory removed when dropped.
+struct DataDir(std::path::PathBuf);
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Cluster {
@@ -106,13 +137,34 @@ impl Cluster {
                 expected: "at most 16 GiB per node: run a smaller scale",
             });
         }
+        if let Some(r) = &options.running {
+            let mut cfg = ordo_cluster::client::ClientConfig::new(
+                &r.name,
+                r.addrs.clone(),
+                r.secret_file.clone(),
+            );
+            cfg.engine = options.engine.clone();
+            let client = Client::connect(cfg).map_err(|e| BenchError::Cluster(e.to_string()))?;
+            let members = r.addrs.len();
+            return Ok(Cluster { client, nodes: None, members, _data: None });
+        }
         let mut loopback = LoopbackOptions::new(options.nodes);
         loopback.engine = options.engine.clone();
         loopback.engine.heap.region_bytes = options.region_bytes;
+        let data = options.durability.map(|mode| {
+            let dir = std::env::temp_dir().join(format!(
+                "ordo-bench-cluster-{}-{:x}",
+                std::process::id(),
+                rand::random::<u64>()
+            ));
+            loopback.durability = Some((dir.clone(), mode));
+            DataDir(dir)
+        });
         let nodes = Loopback::start(loopback).map_err(|e| BenchError::Cluster(e.to_string()))?;
         let client =
             nodes.client(options.engine.clone()).map_err(|e| BenchError::Cluster(e.to_string()))?;
-        Ok(Cluster { client, nodes })
+        let members = nodes.nodes().len();
+        Ok(Cluster { client, nodes: Some(nodes), members, _data: data })
     }
 
     /// A handle of the client's engine (transactions through it run on the cluster).
@@ -127,7 +179,7 @@ impl Cluster {
 
     /// Nodes in the cluster.
     pub fn nodes(&self) -> usize {
-        self.nodes.nodes().len()
+        self.members
     }
 
     /// The client's clock for reports: a synchronised clock whose boundary is its uncertainty
@@ -146,21 +198,21 @@ impl Cluster {
     }
 
     /// Sends every pending truncation, waits until the backups applied every commit, and checks
-    /// that each backup holds its primary's committed objects. Returns the regions checked.
+    /// that each backup holds its primary's committed objects. Returns the regions checked (0
+    /// for a running cluster, whose nodes' memory this process cannot see).
     ///
     /// # Errors
     /// [`BenchError::Inconsistent`] when the backups do not drain or a copy differs.
     pub fn check_replication(&self) -> Result<usize, BenchError> {
         self.client.owners().flush();
-        if !self.nodes.quiesce(QUIESCE_TIMEOUT) {
+        let Some(nodes) = &self.nodes else { return Ok(0) };
+        if !nodes.quiesce(QUIESCE_TIMEOUT) {
             return Err(BenchError::Inconsistent(format!(
                 "replication: backups still held unapplied commits after {} ms",
                 QUIESCE_TIMEOUT.as_millis()
             )));
         }
-        self.nodes
-            .check_replication()
-            .map_err(|e| BenchError::Inconsistent(format!("replication: {e}")))
+        nodes.check_replication().map_err(|e| BenchError::Inconsistent(format!("replication: {e}")))
     }
 }
 

@@ -22,23 +22,84 @@ use crate::error::CliError;
 /// more threads than cores help).
 pub(crate) const LOAD_THREADS: usize = 8;
 
-/// `--cluster`.
+/// `--cluster` and `--cluster-dir`.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ClusterArgs {
     /// Run on an in-process loopback cluster of N nodes (2..=16; one region each, backed up on
     /// the next node) through a cluster client instead of the embedded engine. Loading goes over
-    /// the network: use a small scale.
-    #[arg(long, value_name = "N")]
+    /// the network: use a small scale. With `--durability sync|process` the members are durable
+    /// (each logs what it backs up, in a temporary directory).
+    #[arg(long, value_name = "N", conflicts_with = "cluster_dir")]
     pub(crate) cluster: Option<usize>,
+    /// Run on the running cluster of `ordo cluster up --dir DIR` (its `cluster.json`: name,
+    /// member addresses, secret) through a cluster client.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cluster_dir: Option<std::path::PathBuf>,
+}
+
+/// Where a cluster run goes.
+pub(crate) enum ClusterTarget {
+    /// A loopback cluster of this many nodes, durable in this mode.
+    Loopback(usize, Option<ordo::durable::Mode>),
+    /// A running cluster.
+    Running(cluster::Running),
+}
+
+impl ClusterTarget {
+    /// The options of a run on this target, for `data_bytes` of data.
+    pub(crate) fn options(&self, data_bytes: u64, engine: ordo::Config) -> ClusterOptions {
+        match self {
+            ClusterTarget::Loopback(nodes, durability) => ClusterOptions {
+                durability: *durability,
+                ..ClusterOptions::for_data(*nodes, data_bytes, engine)
+            },
+            ClusterTarget::Running(r) => ClusterOptions {
+                running: Some(r.clone()),
+                ..ClusterOptions::for_data(r.addrs.len(), data_bytes, engine)
+            },
+        }
+    }
+
+    /// Nodes, as the plan's variant names them.
+    pub(crate) fn nodes(&self) -> usize {
+        match self {
+            ClusterTarget::Loopback(nodes, _) => *nodes,
+            ClusterTarget::Running(r) => r.addrs.len(),
+        }
+    }
 }
 
 impl ClusterArgs {
-    /// The node count, checked, and the flags it cannot go with refused.
-    pub(crate) fn nodes(
+    /// The cluster target, checked, and the flags it cannot go with refused.
+    pub(crate) fn target(
         &self,
         common: &CommonBenchArgs,
         durability: &Durability,
-    ) -> Result<Option<usize>, CliError> {
+    ) -> Result<Option<ClusterTarget>, CliError> {
+        if self.cluster.is_some() || self.cluster_dir.is_some() {
+            if common.clock_given() {
+                return Err(CliError::Usage(
+                    "a cluster run uses the cluster's synchronised clock; --clock does not apply"
+                        .into(),
+                ));
+            }
+        }
+        if let Some(dir) = &self.cluster_dir {
+            if durability.mode.is_some() {
+                return Err(CliError::Usage(
+                    "--cluster-dir: the running cluster's node files decide durability; \
+                     use --durability none"
+                        .into(),
+                ));
+            }
+            let state = ordo_cluster::local::load_state(dir)
+                .map_err(|e| CliError::Usage(format!("--cluster-dir {}: {e}", dir.display())))?;
+            return Ok(Some(ClusterTarget::Running(cluster::Running {
+                name: state.cluster,
+                addrs: state.nodes.iter().map(|n| n.addr.clone()).collect(),
+                secret_file: state.secret_file,
+            })));
+        }
         let Some(nodes) = self.cluster else { return Ok(None) };
         if !(2..=cluster::NODES_MAX).contains(&nodes) {
             return Err(CliError::Usage(format!(
@@ -46,17 +107,7 @@ impl ClusterArgs {
                 cluster::NODES_MAX
             )));
         }
-        if durability.mode.is_some() {
-            return Err(CliError::Usage(
-                "--cluster runs in memory: its nodes are not durable; use --durability none".into(),
-            ));
-        }
-        if common.clock_given() {
-            return Err(CliError::Usage(
-                "--cluster runs on the cluster's synchronised clock; --clock does not apply".into(),
-            ));
-        }
-        Ok(Some(nodes))
+        Ok(Some(ClusterTarget::Loopback(nodes, durability.mode)))
     }
 }
 
@@ -80,11 +131,18 @@ pub(crate) fn measure_on_cluster<L: Loaded + 'static>(
     load: impl FnOnce(ClusterDb) -> Result<L, BenchError>,
 ) -> Result<Vec<Record>, CliError> {
     plan.validate()?;
-    eprintln!(
-        "starting a {}-node loopback cluster ({} MiB regions) and a client ...",
-        options.nodes,
-        options.region_bytes >> 20
-    );
+    match &options.running {
+        Some(r) => eprintln!("connecting to cluster {:?} at {} ...", r.name, r.addrs.join(",")),
+        None => eprintln!(
+            "starting a {}-node loopback cluster ({} MiB regions{}) and a client ...",
+            options.nodes,
+            options.region_bytes >> 20,
+            match options.durability {
+                Some(m) => format!(", durable members: {}", m.name()),
+                None => String::new(),
+            }
+        ),
+    }
     let cluster = Cluster::start(options)?;
     eprintln!("loading {} {} through the client ...", plan.workload, plan.variant);
     let started = Instant::now();
@@ -96,7 +154,11 @@ pub(crate) fn measure_on_cluster<L: Loaded + 'static>(
         cluster.round_trips().saturating_sub(calls_before)
     );
     let regions = cluster.check_replication()?;
-    eprintln!("check: the backups of {regions} regions hold their primaries' objects");
+    if options.running.is_none() {
+        eprintln!("check: the backups of {regions} regions hold their primaries' objects");
+    } else {
+        eprintln!("check: replication not checked (the nodes are other processes)");
+    }
     let clock = cluster.clock();
     let nodes = cluster.nodes();
     let instances = [Instance { clock, loaded: Box::new(OnCluster::new(loaded, cluster)) }];

@@ -10,7 +10,6 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use ordo_bench::cluster::ClusterOptions;
 use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::Plan;
 use ordo_bench::tpcc::{self, TpccConfig};
@@ -117,10 +116,10 @@ pub(crate) fn run_tpcc(args: &TpccArgs) -> Result<(), CliError> {
     let runs =
         Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
     let plan = plan(&cfg, &runs)?;
-    if let Some(nodes) = args.cluster.nodes(common, &durability)? {
+    if let Some(target) = args.cluster.target(common, &durability)? {
         let engine = ordo::Config { versions: cfg.versions, ..ordo::Config::default() };
-        let options = ClusterOptions::for_data(nodes, data_bytes(&cfg), engine);
-        let plan = cluster_plan(plan, nodes);
+        let options = target.options(data_bytes(&cfg), engine);
+        let plan = cluster_plan(plan, target.nodes());
         measure_on_cluster(common, &args.measure, &plan, &options, |db| {
             tpcc::load_on(db, &cfg, LOAD_THREADS)
         })?;

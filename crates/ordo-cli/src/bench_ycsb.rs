@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use ordo_bench::cluster::ClusterOptions;
 use ordo_bench::engine::{self, Durability};
 use ordo_bench::harness::Plan;
 use ordo_bench::ycsb::{self, Operations, YcsbConfig};
@@ -166,12 +165,12 @@ pub(crate) fn run_ycsb(args: &YcsbArgs) -> Result<(), CliError> {
     let runs =
         Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };
     let plan = plan(args.mix.name(), &cfg, &runs)?;
-    if let Some(nodes) = args.cluster.nodes(common, &durability)? {
+    if let Some(target) = args.cluster.target(common, &durability)? {
         // Each row is one object with a 16-byte header.
         let data_bytes = cfg.rows.saturating_mul(cfg.value_bytes as u64 + 16);
         let engine = ordo::Config { versions: cfg.versions, ..ordo::Config::default() };
-        let options = ClusterOptions::for_data(nodes, data_bytes, engine);
-        let plan = cluster_plan(plan, nodes);
+        let options = target.options(data_bytes, engine);
+        let plan = cluster_plan(plan, target.nodes());
         measure_on_cluster(common, &args.measure, &plan, &options, |db| {
             ycsb::load_on(db, &cfg, LOAD_THREADS)
         })?;

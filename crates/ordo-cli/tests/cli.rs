@@ -506,9 +506,23 @@ fn ycsb_and_tpcc_run_on_a_loopback_cluster() {
     assert_eq!(lines[0]["variant"], "full 1w cluster3");
     assert!(lines[0]["result"]["committed"].as_u64().unwrap() > 0, "{:?}", lines[0]);
 
+    // Durable members: each node logs what it backs up before acknowledging it.
+    let durable = [
+        &["bench", "ycsb", "--cluster", "3", "--durability", "sync", "--mix", "a"][..],
+        &["--rows", "300"],
+        &tiny,
+    ]
+    .concat();
+    let lines = json_lines(&durable);
+    assert_eq!(lines[0]["variant"], "a sync cluster3", "{:?}", lines[0]);
+    assert!(lines[0]["result"]["committed"].as_u64().unwrap() > 0, "{:?}", lines[0]);
+
     refused(&["bench", "ycsb", "--cluster", "1"], "a cluster has 2 to 16 nodes");
-    refused(&["bench", "ycsb", "--cluster", "3", "--durability", "sync"], "not durable");
     refused(&["bench", "tpcc", "--cluster", "3", "--clock", "logical"], "--clock does not apply");
+    let missing = scratch("no-cluster").join("none");
+    let missing = missing.to_str().unwrap();
+    refused(&["bench", "ycsb", "--cluster-dir", missing], "--cluster-dir");
+    refused(&["bench", "ycsb", "--cluster-dir", missing, "--cluster", "3"], "cannot be used with");
 }
 
 /// `ordo bench cluster-clock`: a brief grid prints its table, writes its records and draws its
