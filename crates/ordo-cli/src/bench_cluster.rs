@@ -76,13 +76,11 @@ impl ClusterArgs {
         common: &CommonBenchArgs,
         durability: &Durability,
     ) -> Result<Option<ClusterTarget>, CliError> {
-        if self.cluster.is_some() || self.cluster_dir.is_some() {
-            if common.clock_given() {
-                return Err(CliError::Usage(
-                    "a cluster run uses the cluster's synchronised clock; --clock does not apply"
-                        .into(),
-                ));
-            }
+        if (self.cluster.is_some() || self.cluster_dir.is_some()) && common.clock_given() {
+            return Err(CliError::Usage(
+                "a cluster run uses the cluster's synchronised clock; --clock does not apply"
+                    .into(),
+            ));
         }
         if let Some(dir) = &self.cluster_dir {
             if durability.mode.is_some() {

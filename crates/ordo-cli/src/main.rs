@@ -45,7 +45,7 @@ enum Command {
     /// Measure ORDO_BOUNDARY: the largest counter offset between any two cores (ORDO Fig. 4).
     Calibrate(calibrate::CalibrateArgs),
     /// Run a benchmark workload.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Draw figures from benchmark results (JSON lines of `ordo bench --json` or `--out`).
     Plot(plot_results::PlotArgs),
     /// Check what recovery of a durable database directory would do (read-only).
