@@ -105,11 +105,9 @@ pub trait Participant {
         addr: Addr,
         at: ReadAt,
         out: &mut Vec<u64>,
-        mut f: impl FnMut(View<'_>) -> R,
+        f: impl FnMut(View<'_>) -> R,
     ) -> Result<(ReadEntry, R), Error> {
-        let entry = self.read(addr, at, out)?;
-        let r = f(View::owned(out, entry.len_bytes as usize));
-        Ok((entry, r))
+        view_copy(self.read(addr, at, out)?, out, f)
     }
 
     /// Whether `read` is still the newest version of its object at or below `rts`, unlocked:
@@ -164,6 +162,17 @@ pub trait Participant {
     /// ABORT: releases the locks of `locks` (when this owner's LOCK succeeded) or whatever a
     /// failed LOCK left behind, and every slot reserved for `part`'s allocations.
     fn abort(&self, locks: Option<Self::Locks>, part: WritePart<'_>) -> Result<(), Error>;
+}
+
+/// [`Participant::read_view`] by copy: `f` views the version `read` copied into `out`.
+#[inline]
+pub(crate) fn view_copy<R>(
+    entry: ReadEntry,
+    out: &[u64],
+    mut f: impl FnMut(View<'_>) -> R,
+) -> Result<(ReadEntry, R), Error> {
+    let r = f(View::owned(out, entry.len_bytes as usize));
+    Ok((entry, r))
 }
 
 /// The owners of a transaction's objects: routing by region, one participant per owner.

@@ -68,15 +68,11 @@ impl Participant for ClusterParticipant<'_> {
         addr: Addr,
         at: ReadAt,
         out: &mut Vec<u64>,
-        mut f: impl FnMut(View<'_>) -> R,
+        f: impl FnMut(View<'_>) -> R,
     ) -> Result<(ReadEntry, R), Error> {
         match self {
             Self::Local { local, .. } => local.read_view(addr, at, out, f),
-            Self::Remote { remote, .. } => {
-                let entry = remote.read(addr, at, out)?;
-                let r = f(View::owned(out, entry.len_bytes as usize));
-                Ok((entry, r))
-            }
+            Self::Remote { remote, .. } => super::view_copy(remote.read(addr, at, out)?, out, f),
         }
     }
 
