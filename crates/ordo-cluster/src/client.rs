@@ -19,6 +19,12 @@
 //! dereferences to its [`ordo::Ordo`]). Errors are the engine's, plus
 //! [`ordo::Error::Participant`] when an owner fails, and [`ClientError`] when connecting.
 //!
+//! # Blocking
+//! Like the embedded engine, the client is a blocking API: every remote step waits on the
+//! calling thread. Use it from ordinary threads, or from async code through
+//! `tokio::task::spawn_blocking`; calling it on a tokio worker thread of a current-thread
+//! runtime, or connecting or dropping it inside any runtime, panics in tokio.
+//!
 //! # Invariants
 //! * Transactions wait (bounded by the engine's clock rules) until the first synchronisation
 //!   with the CM: the clock is disabled until then.
