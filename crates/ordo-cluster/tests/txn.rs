@@ -412,3 +412,39 @@ fn malformed_and_misdirected_messages_are_refused() {
     client.run(|tx| tx.write(a, &6u64)).unwrap();
     assert_eq!(client.run(|tx| tx.read::<u64>(a)).unwrap(), 6);
 }
+
+/// A client with the wrong secret, or only unreachable or malformed member addresses, gets a
+/// typed error naming what it tried; the cluster is unaffected.
+#[test]
+fn a_client_that_cannot_connect_gets_a_typed_error() {
+    use ordo_cluster::client::{Client, ClientError};
+    let cluster = Loopback::start(LoopbackOptions::new(3)).unwrap();
+    let dir = std::env::temp_dir().join(format!("ordo-client-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrong = dir.join("wrong-secret");
+    std::fs::write(&wrong, "not-the-cluster-secret-0123456789").unwrap();
+    let mut cfg = cluster.client_config(ordo::Config::default());
+    cfg.secret_file = wrong;
+    cfg.connect_timeout = Duration::from_secs(2);
+    match Client::connect(cfg) {
+        Err(ClientError::NoMember { tried, .. }) => assert_eq!(tried, cluster.addrs()),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a client with the wrong secret connected"),
+    }
+    let mut cfg = cluster.client_config(ordo::Config::default());
+    cfg.nodes = vec![
+        "not-an-address".into(),
+        format!("127.0.0.1:{}", ordo_cluster::etcd_server::free_port().unwrap()),
+    ];
+    let e = Client::connect(cfg).err().expect("no member is reachable");
+    assert!(matches!(e, ClientError::NoMember { .. }), "{e}");
+    assert!(e.to_string().contains("127.0.0.1"), "{e}");
+    let mut cfg = cluster.client_config(ordo::Config::default());
+    cfg.secret_file = dir.join("missing");
+    assert!(matches!(Client::connect(cfg), Err(ClientError::Config(_))));
+    // The cluster still serves a good client.
+    let client = cluster.client(ordo::Config::default()).unwrap();
+    let a = client.run(|tx| tx.alloc(&1u64)).unwrap();
+    assert_eq!(client.run(|tx| tx.read::<u64>(a)).unwrap(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
