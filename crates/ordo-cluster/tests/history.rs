@@ -12,10 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ordo::{Addr, Config, Isolation, Options, Versions};
-use ordo_check::{
-    Recorder, check_opacity, check_serializable, check_snapshot_isolation,
-    check_strict_snapshot_isolation,
-};
+use ordo_check::Recorder;
 use ordo_clock::{SkewedClock, TimeSource};
 use ordo_cluster::loopback::{Loopback, LoopbackOptions};
 use ordo_cluster::node::LocalClock;
@@ -70,12 +67,7 @@ fn check_mode(versions: Versions, isolation: Isolation, seed: u64) {
     });
     common::final_read(cluster.nodes()[1].db(), &lists, &rec);
     let h = rec.history();
-    let verdict = match isolation {
-        Isolation::StrictSerializable => check_opacity(&h),
-        Isolation::Serializable => check_serializable(&h),
-        Isolation::StrictSnapshot => check_strict_snapshot_isolation(&h),
-        Isolation::Snapshot => check_snapshot_isolation(&h),
-    };
+    let verdict = common::check_isolation(isolation, &h);
     if let Err(v) = verdict {
         panic!("{isolation:?}, {versions:?}, seed {seed}: {v}");
     }

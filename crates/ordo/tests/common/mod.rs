@@ -169,3 +169,17 @@ pub fn final_read<C: Clock>(db: &Ordo<C>, keys: &[Addr], rec: &Recorder) {
     let mut v = 0;
     assert!(attempt(db, keys, rec, 999, Options::default(), &ops, &mut v), "final read");
 }
+
+/// The checker `isolation` promises: opacity for strict serializability, serializability, or
+/// (strict) snapshot isolation.
+pub fn check_isolation(
+    isolation: ordo::Isolation,
+    h: &ordo_check::History,
+) -> Result<(), ordo_check::Violation> {
+    match isolation {
+        ordo::Isolation::StrictSerializable => ordo_check::check_opacity(h),
+        ordo::Isolation::Serializable => ordo_check::check_serializable(h),
+        ordo::Isolation::StrictSnapshot => ordo_check::check_strict_snapshot_isolation(h),
+        ordo::Isolation::Snapshot => ordo_check::check_snapshot_isolation(h),
+    }
+}

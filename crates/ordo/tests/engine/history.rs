@@ -7,10 +7,7 @@
 use crate::common;
 
 use ordo::{Config, Isolation, Options, Ordo, Versions};
-use ordo_check::{
-    Recorder, check_opacity, check_serializable, check_snapshot_isolation,
-    check_strict_snapshot_isolation,
-};
+use ordo_check::{Recorder, check_opacity};
 use ordo_clock::{Clock, LogicalClock, SystemClock, TestClock, ThreadSkew};
 
 const THREADS: u32 = 4;
@@ -31,12 +28,7 @@ fn check_mode<C: Clock>(
     common::final_read(&db, &lists, &rec);
     let h = rec.history();
     let aborted = h.len() - h.committed();
-    let verdict = match isolation {
-        Isolation::StrictSerializable => check_opacity(&h),
-        Isolation::Serializable => check_serializable(&h),
-        Isolation::StrictSnapshot => check_strict_snapshot_isolation(&h),
-        Isolation::Snapshot => check_snapshot_isolation(&h),
-    };
+    let verdict = common::check_isolation(isolation, &h);
     if let Err(v) = verdict {
         panic!("{isolation:?}, {versions:?}, {keys} keys: {v}");
     }
