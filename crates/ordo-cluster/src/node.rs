@@ -451,6 +451,14 @@ fn done(r: Result<(), ordo::Error>) -> Body {
 /// holding the cluster's GC back.
 pub const CLIENT_OAT_TTL: Duration = Duration::from_secs(2);
 
+/// How far the cluster's GC bound stays behind the CM's clock at least (see
+/// `NodeShared::cluster_oat`): more than any coordinator's clock uncertainty.
+pub const GC_BOUND_LAG: Duration = Duration::from_millis(100);
+
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 impl NodeShared {
     /// Notes `from`'s oldest active timestamp (CM; FaRMv2 Fig. 9).
     fn report_oat(&self, from: u64, oat: u64) {
@@ -459,10 +467,22 @@ impl NodeShared {
     }
 
     /// The cluster's oldest active timestamp as this CM knows it: the minimum of its own and of
-    /// what every member (zero until it reported) and every live client last reported. It
-    /// bounds every member's GC safe point, the CM's own included.
+    /// what every member (zero until it reported) and every live client last reported, held at
+    /// least [`GC_BOUND_LAG`] behind the CM's clock. It bounds every member's GC safe point, the
+    /// CM's own included.
+    ///
+    /// The lag covers what a report cannot: a transaction that begins after its coordinator's
+    /// last report (or at a client that has not reported yet) reads at `now().lo` of its own
+    /// clock, which may be behind the CM's by that clock's uncertainty. Any coordinator whose
+    /// uncertainty stays below the lag reads above the bound, so no fresh transaction meets
+    /// the GC_local guard.
     fn cluster_oat(&self) -> ordo_clock::Timestamp {
         let mut oat = self.db.oldest_active().as_nanos();
+        if let Ok(now) = self.clock.try_now(Duration::ZERO) {
+            oat = oat.min(now.lo().as_nanos().saturating_sub(duration_nanos(GC_BOUND_LAG)));
+        } else {
+            oat = 0;
+        }
         let config = self.config();
         let mut oats = self.oats.lock().unwrap_or_else(|p| p.into_inner());
         for m in config.non_cms() {
