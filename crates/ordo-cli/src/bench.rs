@@ -482,6 +482,27 @@ pub(crate) fn append_lines(path: &Path, lines: &[String]) -> Result<(), CliError
     Ok(())
 }
 
+/// A benchmark's output: `lines` (JSON records) appended to `out` if given, then printed with
+/// `--json`, or else the `table` printed.
+pub(crate) fn emit(
+    lines: &[String],
+    out: Option<&Path>,
+    json: bool,
+    table: impl FnOnce() -> String,
+) -> Result<(), CliError> {
+    if let Some(path) = out {
+        append_lines(path, lines)?;
+    }
+    if json {
+        for line in lines {
+            println!("{line}");
+        }
+    } else {
+        print!("{}", table());
+    }
+    Ok(())
+}
+
 pub(crate) fn progress_bar(total: usize) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(
         Some(u64::try_from(total).unwrap_or(u64::MAX)),

@@ -105,16 +105,7 @@ pub(crate) fn run_cluster_clock(args: &ClusterClockArgs) -> Result<(), CliError>
             .to_string()
         })
         .collect();
-    if let Some(path) = &args.out {
-        crate::bench::append_lines(path, &lines)?;
-    }
-    if args.json {
-        for line in &lines {
-            println!("{line}");
-        }
-    } else {
-        print!("{}", cluster_clock::table(&rows));
-    }
+    crate::bench::emit(&lines, args.out.as_deref(), args.json, || cluster_clock::table(&rows))?;
     if let (Some(target), Some(path)) = (target, &args.plot) {
         render(target, (1100, 450), &ClockFigure(&rows))?;
         eprintln!("plot: {}", path.display());

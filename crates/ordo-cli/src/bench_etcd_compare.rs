@@ -215,17 +215,7 @@ pub(crate) fn run_etcd_compare(args: &EtcdCompareArgs) -> Result<(), CliError> {
             .to_string()
         })
         .collect();
-    if let Some(path) = &args.out {
-        crate::bench::append_lines(path, &lines)?;
-    }
-    if args.json {
-        for line in &lines {
-            println!("{line}");
-        }
-    } else {
-        print!("{}", etcd_compare::table(&reports));
-    }
-    Ok(())
+    crate::bench::emit(&lines, args.out.as_deref(), args.json, || etcd_compare::table(&reports))
 }
 
 /// Starts the systems, loads them, runs the interleaved grid and checks every system's counters.
