@@ -16,19 +16,26 @@
 //! | ABORT | `Abort` → `Done` | the primary |
 //!
 //! A node that is itself a backup of the region applies COMMIT-BACKUP and TRUNCATE in-process.
-//! Calls block the application thread on the network runtime; each waits at most the call
-//! timeout. A transport failure is [`ordo::Error::Participant`] naming the owner (the region's
+//! A call is made on the node's [`PolledPeer`] when no other call holds it — the calling
+//! thread writes and polls for the answer itself, the lowest latency — and otherwise on the
+//! runtime's connection, whose writer batches the frames of many callers; each waits at most
+//! the call timeout. A transport failure is [`ordo::Error::Participant`] naming the owner (the region's
 //! node), the region and the step; an engine refusal (an abort, a bad address) comes back as
 //! the same error the engine gives locally.
 //!
 //! # Invariants
-//! * An attempt's messages to one node travel on one connection, in order: LOCK before its
-//!   ABORT, COMMIT-BACKUP before the TRUNCATE that applies it.
+//! * An attempt's dependent messages to one node arrive in order: LOCK before its ABORT,
+//!   COMMIT-BACKUP before the TRUNCATE that applies it or the discard that drops it. A
+//!   TRUNCATE or ABORT is sent only after the answer to the LOCK or COMMIT-BACKUP (the node
+//!   has handled it), whichever connection either takes; when that call timed out instead,
+//!   its follow-up is sent on the same connection, behind it (`RemoteOwners::late`). A
+//!   connection that breaks loses this order, as it loses the frames in it (Cluster III's
+//!   recovery releases what they held).
 //! * A TRUNCATE is sent only after the COMMIT-PRIMARY of every owner of the transaction was
 //!   issued (the coordinator calls `truncate` last).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
@@ -37,7 +44,7 @@ use ordo::{Addr, Error, ParticipantFailure, ParticipantStep};
 use ordo_clock::Timestamp;
 
 use crate::config::{ClusterConfig, NodeId};
-use crate::transport::{PeerPool, TransportError};
+use crate::transport::{PeerPool, PolledPeer, TransportError};
 use crate::wire::Body;
 
 /// How long a truncation waits for a `CommitBackup` to ride on before it is sent alone.
@@ -146,6 +153,44 @@ pub struct RemoteOwners {
     next_home: AtomicU64,
     /// Network round trips issued (one per call; a concurrent fan-out counts each).
     pub round_trips: AtomicU64,
+    /// Calls in flight from this process's threads.
+    calls_in_progress: AtomicUsize,
+    /// Attempts whose LOCK or COMMIT-BACKUP to a node timed out, and on which connection: the
+    /// ABORT or discard that follows must travel behind it (see the module docs).
+    late: Mutex<HashMap<(NodeId, u64), Via>>,
+}
+
+/// Which connection to a node carried a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Via {
+    /// The polled connection ([`PolledPeer`]).
+    Polled,
+    /// The runtime's connection ([`crate::transport::Peer`]).
+    Runtime,
+}
+
+/// How a call is ordered with the other calls of its attempt to the same node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    /// Nothing follows it that depends on its arrival (reads, validation, allocation).
+    Free,
+    /// LOCK or COMMIT-BACKUP of attempt `tx`: an ABORT or a discard may follow it.
+    First(u64),
+    /// ABORT of attempt `tx`: it must not overtake the attempt's LOCK.
+    Follows(u64),
+}
+
+/// Timed-out attempts remembered at most (see `RemoteOwners::late`).
+const LATE_MAX: usize = 4096;
+
+/// Counts a call in flight while it lives.
+struct InProgress<'a>(&'a AtomicUsize);
+
+impl Drop for InProgress<'_> {
+    fn drop(&mut self) {
+        // Relaxed: a heuristic count.
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -172,6 +217,8 @@ impl RemoteOwners {
             flushing: tokio::sync::Mutex::new(()),
             next_home: AtomicU64::new(0),
             round_trips: AtomicU64::new(0),
+            calls_in_progress: AtomicUsize::new(0),
+            late: Mutex::new(HashMap::new()),
         });
         let weak = Arc::downgrade(&owners);
         owners.runtime.spawn(flush_truncates(weak));
@@ -226,6 +273,42 @@ impl RemoteOwners {
         }
     }
 
+    /// The polled connection to `node` (connecting on the runtime if there is none).
+    fn polled(&self, node: NodeId) -> Result<Arc<PolledPeer>, TransportError> {
+        match self.pool.ready_polled(node) {
+            Some(conn) => Ok(conn),
+            None => self.block_on(self.pool.get_polled(node)),
+        }
+    }
+
+    /// Runs `f`, which blocks on the network, telling the runtime first if this is one of its
+    /// threads.
+    fn blocking<T>(f: impl FnOnce() -> T) -> T {
+        match tokio::runtime::Handle::try_current() {
+            Ok(_) => tokio::task::block_in_place(f),
+            Err(_) => f(),
+        }
+    }
+
+    /// Remembers that attempt `tx`'s call to `node` timed out on connection `via`.
+    fn late_insert(&self, node: NodeId, tx: u64, via: Via) {
+        let mut late = lock(&self.late);
+        if late.len() >= LATE_MAX {
+            // Bounded: an attempt whose follow-up never came (its coordinator gave up).
+            late.clear();
+        }
+        late.insert((node, tx), via);
+    }
+
+    /// The connection on which attempt `tx`'s earlier call to `node` timed out, if one did.
+    fn late_remove(&self, node: NodeId, tx: u64) -> Option<Via> {
+        let mut late = lock(&self.late);
+        if late.is_empty() {
+            return None;
+        }
+        late.remove(&(node, tx))
+    }
+
     /// One call to `node`, mapped to the engine's errors for `step` at `region`.
     fn call(
         &self,
@@ -233,14 +316,42 @@ impl RemoteOwners {
         region: u16,
         step: ParticipantStep,
         body: Body,
+        order: Order,
     ) -> Result<Body, Error> {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let pool = self.pool.clone();
         let timeout = self.call_timeout;
-        let reply = self.block_on(async move {
-            let peer = pool.get(node).await?;
-            peer.call_timeout(body, timeout).await
+        // Poll only while this is the process's one call in flight (1 client): with company,
+        // polling would take the core of the threads that answer.
+        // Relaxed: a heuristic count.
+        let others = self.calls_in_progress.fetch_add(1, Ordering::Relaxed);
+        let _in_progress = InProgress(&self.calls_in_progress);
+        let after = match order {
+            Order::Follows(tx) => self.late_remove(node, tx),
+            _ => None,
+        };
+        let mut via = Via::Polled;
+        let reply = self.polled(node).and_then(|conn| {
+            let claim = match after {
+                // The call this one follows timed out on the polled connection: this one
+                // waits its turn there, behind it.
+                Some(Via::Polled) => conn.claim_waiting(),
+                Some(Via::Runtime) => None,
+                None => conn.claim(),
+            };
+            match claim {
+                Some(claim) => Self::blocking(|| claim.call(body, timeout, others == 0)),
+                // Another call is in flight on the polled connection: the runtime's connection.
+                None => {
+                    via = Via::Runtime;
+                    self.block_on(async move {
+                        self.pool.get(node).await?.call_timeout(body, timeout).await
+                    })
+                }
+            }
         });
+        if let (Order::First(tx), Err(TransportError::Timeout { .. })) = (order, &reply) {
+            self.late_insert(node, tx, via);
+        }
         let fail = |cause| Error::Participant { owner: region, region, step, cause };
         match reply {
             Ok(Body::Declined { code, addr, a, b, message }) => {
@@ -281,8 +392,19 @@ impl RemoteOwners {
             }
         }
         for &node in nodes.iter().filter(|&&n| n != self.me) {
-            let pool = self.pool.clone();
             let body = Body::Truncate { truncate: Vec::new(), discard: vec![(tx, region)] };
+            if self.late_remove(node, tx) == Some(Via::Polled) {
+                // Behind the COMMIT-BACKUP that timed out on the polled connection.
+                let sent = self.polled(node).and_then(|conn| match conn.claim_waiting() {
+                    Some(claim) => Self::blocking(|| claim.send(body)),
+                    None => Err(TransportError::UnknownPeer { peer: node }),
+                });
+                if let Err(e) = sent {
+                    tracing::debug!(peer = node, error = %e, "discard not delivered");
+                }
+                continue;
+            }
+            let pool = self.pool.clone();
             self.runtime.spawn(async move {
                 if let Err(e) = pool.send(node, body).await {
                     tracing::debug!(peer = node, error = %e, "discard not delivered");
@@ -329,7 +451,7 @@ impl Remote for RemoteOwners {
         let node = self.primary(region, step)?;
         let body =
             Body::Read { addr: addr.to_raw(), rts: at.rts.as_nanos(), flags: read_flags(at) };
-        match self.call(node, region, step, body)? {
+        match self.call(node, region, step, body, Order::Free)? {
             Body::ObjectImage { header, len_bytes, words } => {
                 if words.len() != (len_bytes as usize).div_ceil(8) {
                     return Err(Error::Participant {
@@ -357,7 +479,7 @@ impl Remote for RemoteOwners {
             len_bytes: read.len_bytes,
             rts: rts.as_nanos(),
         };
-        Self::expect_done(self.call(node, region, step, body)?, region, step)
+        Self::expect_done(self.call(node, region, step, body, Order::Free)?, region, step)
     }
 
     fn reserve(&self, near: Option<Addr>, len_bytes: usize) -> Result<(Addr, Timestamp), Error> {
@@ -378,7 +500,7 @@ impl Remote for RemoteOwners {
         let node = self.primary(region, step)?;
         let len = u32::try_from(len_bytes)
             .map_err(|_| Error::TooLarge { len_bytes, max_bytes: ordo::heap::OBJECT_BYTES_MAX })?;
-        match self.call(node, region, step, Body::Reserve { len_bytes: len })? {
+        match self.call(node, region, step, Body::Reserve { len_bytes: len }, Order::Free)? {
             Body::Reserved { addr, version } => {
                 Ok((Addr::from_raw(addr), Timestamp::from_nanos(version)))
             }
@@ -390,7 +512,8 @@ impl Remote for RemoteOwners {
         let region = addr.region();
         let step = ParticipantStep::Abort;
         let node = self.primary(region, step)?;
-        let reply = self.call(node, region, step, Body::Release { addr: addr.to_raw() })?;
+        let body = Body::Release { addr: addr.to_raw() };
+        let reply = self.call(node, region, step, body, Order::Free)?;
         Self::expect_done(reply, region, step).map(drop)
     }
 
@@ -400,7 +523,8 @@ impl Remote for RemoteOwners {
         let step = ParticipantStep::Lock;
         let node = self.primary(region, step)?;
         let body = Body::Lock { tx, region, entries: wire.entries, words: wire.words };
-        Self::expect_done(self.call(node, region, step, body)?, region, step).map(drop)
+        Self::expect_done(self.call(node, region, step, body, Order::First(tx))?, region, step)
+            .map(drop)
     }
 
     fn validate(&self, reads: &[ReadEntry]) -> Result<(), Error> {
@@ -415,7 +539,7 @@ impl Remote for RemoteOwners {
             .flat_map(|r| [r.addr.to_raw(), r.header.raw(), u64::from(r.len_bytes)])
             .collect();
         Self::expect_done(
-            self.call(node, region, step, Body::Validate { reads: words })?,
+            self.call(node, region, step, Body::Validate { reads: words }, Order::Free)?,
             region,
             step,
         )
@@ -464,7 +588,8 @@ impl Remote for RemoteOwners {
             .collect();
         if calls.len() == 1 {
             let (node, body) = calls.into_iter().next().expect("one call");
-            return Self::expect_done(self.call(node, region, step, body)?, region, step).map(drop);
+            let reply = self.call(node, region, step, body, Order::First(tx))?;
+            return Self::expect_done(reply, region, step).map(drop);
         }
         self.round_trips.fetch_add(calls.len() as u64, Ordering::Relaxed);
         let pool = self.pool.clone();
@@ -503,6 +628,7 @@ impl Remote for RemoteOwners {
                     failure.get_or_insert(fail(ParticipantFailure::Refused));
                 }
                 Err(TransportError::Timeout { .. }) => {
+                    self.late_insert(node, tx, Via::Runtime);
                     failure.get_or_insert(fail(ParticipantFailure::Timeout));
                 }
                 Err(_) => {
@@ -535,8 +661,10 @@ impl Remote for RemoteOwners {
         let step = ParticipantStep::CommitPrimary;
         let node = self.primary(region, step)?;
         let body = Body::CommitPrimary { tx, region, wts: wts.as_nanos() };
-        let pool = self.pool.clone();
-        let sent = self.block_on(async move { pool.get(node).await?.send(body).await });
+        let sent = self.polled(node).and_then(|conn| match conn.claim() {
+            Some(claim) => Self::blocking(|| claim.send(body)),
+            None => self.block_on(async move { self.pool.get(node).await?.send(body).await }),
+        });
         sent.map_err(|e| {
             tracing::warn!(peer = node, region, error = %e, "COMMIT-PRIMARY not sent");
             Error::Participant { owner: region, region, step, cause: ParticipantFailure::PeerGone }
@@ -568,7 +696,8 @@ impl Remote for RemoteOwners {
             .map(|e| e.addr.to_raw())
             .collect();
         let body = Body::Abort { tx, region, allocs };
-        Self::expect_done(self.call(node, region, step, body)?, region, step).map(drop)
+        Self::expect_done(self.call(node, region, step, body, Order::Follows(tx))?, region, step)
+            .map(drop)
     }
 }
 
@@ -586,5 +715,132 @@ async fn flush_truncates(owners: Weak<RemoteOwners>) {
                 let _ = o.pool.send(node, Body::Truncate { truncate, discard: Vec::new() }).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::auth::Secret;
+    use crate::config::Member;
+    use crate::transport::{Handler, Limits, Server};
+
+    const NODE: NodeId = 7;
+    const ME: NodeId = 3;
+    const TX: u64 = 41;
+    /// How long the node takes over the LOCK of attempt `TX`: past the caller's timeout.
+    const SLOW_LOCK: Duration = Duration::from_millis(400);
+    const CALL_TIMEOUT: Duration = Duration::from_millis(100);
+
+    /// Records when each LOCK starts and ends and each ABORT arrives.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<&'static str>>);
+
+    impl Handler for Recorder {
+        fn request(&self, _from: u64, body: Body) -> Body {
+            match body {
+                Body::Lock { .. } => {
+                    lock(&self.0).push("lock starts");
+                    std::thread::sleep(SLOW_LOCK);
+                    lock(&self.0).push("lock ends");
+                }
+                Body::Abort { .. } => lock(&self.0).push("abort"),
+                _ => {}
+            }
+            Body::Done { flag: true }
+        }
+    }
+
+    fn lock_body() -> Body {
+        Body::Lock { tx: TX, region: 1, entries: Vec::new(), words: Vec::new() }
+    }
+
+    fn abort_body() -> Body {
+        Body::Abort { tx: TX, region: 1, allocs: Vec::new() }
+    }
+
+    /// A node serving `Recorder` on its own 2-thread runtime (two connections served at once),
+    /// and a `RemoteOwners` of node `ME` calling it.
+    fn setup() -> (tokio::runtime::Runtime, Server, Arc<Recorder>, Arc<RemoteOwners>) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let secret = Secret::from_bytes(*b"0123456789abcdef0123456789abcdef").unwrap();
+        let limits = Limits { call_timeout: CALL_TIMEOUT, ..Limits::default() };
+        let recorder = Arc::new(Recorder::default());
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let server = rt
+            .block_on(Server::bind(any, NODE, "c", secret.clone(), limits, recorder.clone()))
+            .unwrap();
+        let addr = server.local_addr();
+        let members = vec![Member { id: NODE, addr: addr.to_string() }];
+        let placement = Arc::new(Placement::new(&ClusterConfig::initial(members, 0)));
+        let pool = Arc::new(PeerPool::new(ME, "c", secret, limits));
+        pool.set_addr(NODE, addr);
+        // Both connections open before the test (so neither waits on the blocked worker).
+        rt.block_on(pool.get(NODE)).unwrap();
+        rt.block_on(pool.get_polled(NODE)).unwrap();
+        let owners = RemoteOwners::new(ME, placement, pool, rt.handle().clone(), CALL_TIMEOUT);
+        (rt, server, recorder, owners)
+    }
+
+    /// Holds the polled connection to `NODE` from another thread for `hold`.
+    fn hold_polled(owners: &Arc<RemoteOwners>, hold: Duration) -> std::thread::JoinHandle<()> {
+        let conn = owners.polled(NODE).unwrap();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let _claim = conn.claim_waiting().unwrap();
+            held_tx.send(()).unwrap();
+            std::thread::sleep(hold);
+        });
+        held_rx.recv().unwrap();
+        holder
+    }
+
+    fn step() -> ParticipantStep {
+        ParticipantStep::Lock
+    }
+
+    /// After the LOCK timed out, the ABORT must reach the node after the LOCK's handling.
+    fn assert_abort_after_lock(recorder: &Recorder) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while lock(&recorder.0).len() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(*lock(&recorder.0), ["lock starts", "lock ends", "abort"]);
+    }
+
+    #[test]
+    fn abort_follows_a_lock_that_timed_out_on_the_polled_connection() {
+        let (_rt, _server, recorder, owners) = setup();
+        let got = owners.call(NODE, 1, step(), lock_body(), Order::First(TX));
+        assert!(matches!(got, Err(Error::Participant { .. })), "{got:?}");
+        // Another thread holds the polled connection when the ABORT goes: it must wait for
+        // it rather than take the runtime's connection and overtake the LOCK.
+        let holder = hold_polled(&owners, Duration::from_millis(50));
+        // (It may time out too, queued behind the slow LOCK; what matters is where it lands.)
+        let _ = owners.call(NODE, 1, ParticipantStep::Abort, abort_body(), Order::Follows(TX));
+        holder.join().unwrap();
+        assert_abort_after_lock(&recorder);
+    }
+
+    #[test]
+    fn abort_follows_a_lock_that_timed_out_on_the_runtime_connection() {
+        let (_rt, _server, recorder, owners) = setup();
+        // The polled connection is busy: the LOCK takes the runtime's, and times out.
+        let holder = hold_polled(&owners, CALL_TIMEOUT * 2);
+        let got = owners.call(NODE, 1, step(), lock_body(), Order::First(TX));
+        assert!(matches!(got, Err(Error::Participant { .. })), "{got:?}");
+        holder.join().unwrap();
+        // The polled connection is free now; the ABORT must still take the runtime's.
+        // (It may time out too, queued behind the slow LOCK; what matters is where it lands.)
+        let _ = owners.call(NODE, 1, ParticipantStep::Abort, abort_body(), Order::Follows(TX));
+        assert_abort_after_lock(&recorder);
     }
 }

@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ordo_cluster::auth::{AuthError, ClientHandshake, Secret, ServerHandshake, client_proof};
-use ordo_cluster::transport::{Handler, Limits, Peer, PeerPool, Server, TransportError};
+use ordo_cluster::transport::{
+    Handler, Limits, Peer, PeerPool, PolledPeer, Server, TransportError,
+};
 use ordo_cluster::wire::{Body, Kind, Message, error_code};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -689,4 +691,165 @@ async fn pool_refuses_a_node_that_answers_with_another_id() {
         matches!(got, Err(TransportError::WrongPeer { expected: 3, found: SERVER_ID, .. })),
         "{got:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The polled connection (the transaction path's calls from application threads)
+
+async fn connect_polled(addr: SocketAddr) -> Arc<PolledPeer> {
+    Arc::new(PolledPeer::connect(addr, CLIENT_ID, CLUSTER, secret(), limits()).await.unwrap())
+}
+
+/// Runs a blocking closure off the runtime's threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+#[tokio::test]
+async fn polled_calls_are_answered_and_the_claim_is_exclusive() {
+    let (server, handler) = start_server().await;
+    let polled = connect_polled(server.local_addr()).await;
+    assert_eq!(polled.remote_id(), SERVER_ID);
+    let p = Arc::clone(&polled);
+    blocking(move || {
+        for (payload, poll) in [(1, true), (2, false), (3, true)] {
+            let claim = p.claim().expect("nobody else holds it");
+            let got = claim.call(Body::Ping { payload }, PROMPTLY, poll).unwrap();
+            assert_eq!(got, Body::Pong { payload });
+        }
+        let held = p.claim().expect("free");
+        assert!(p.claim().is_none(), "a second caller must get the runtime's connection");
+        held.send(Body::LeaseAck { config_seq: 4 }).unwrap();
+        assert!(p.claim().is_some(), "the claim ends with its call");
+    })
+    .await;
+    assert_eq!(polled.calls_issued(), 3);
+    eventually("the one-way message arrives", || handler.one_way.lock().unwrap().len() == 1).await;
+    assert_eq!(handler.one_way.lock().unwrap()[0], (CLIENT_ID, Body::LeaseAck { config_seq: 4 }));
+}
+
+#[tokio::test]
+async fn polled_call_times_out_and_the_late_answer_is_skipped() {
+    let server = ServerThread::start();
+    let polled = connect_polled(server.addr).await;
+    let p = Arc::clone(&polled);
+    blocking(move || {
+        let quick = Duration::from_millis(50);
+        let start = Instant::now();
+        let got = p.claim().unwrap().call(Body::Ping { payload: SLOW_PAYLOAD }, quick, true);
+        assert!(
+            matches!(got, Err(TransportError::Timeout { peer: SERVER_ID, after_ms: 50, .. })),
+            "{got:?}"
+        );
+        assert!(start.elapsed() < SLOW, "the timeout waited for the handler");
+        // The connection stays open; the next call gets its own answer, not the late one.
+        let got = p.claim().unwrap().call(Body::Ping { payload: 5 }, PROMPTLY, true).unwrap();
+        assert_eq!(got, Body::Pong { payload: 5 });
+        assert!(!p.is_closed());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn polled_call_fails_with_peer_gone_when_the_peer_dies() {
+    let listener = TcpListener::bind(localhost()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let killer = tokio::spawn(async move {
+        let mut s = raw_accept_authenticated(&listener, 9).await;
+        let request = read_message(&mut s).await;
+        assert_eq!(request.kind, Kind::Request);
+        drop(s); // dies with the request unanswered
+    });
+    let polled = connect_polled(addr).await;
+    let p = Arc::clone(&polled);
+    blocking(move || {
+        let start = Instant::now();
+        let got =
+            p.claim().unwrap().call(Body::Ping { payload: 1 }, Duration::from_secs(10), false);
+        assert!(matches!(got, Err(TransportError::PeerGone { peer: 9, .. })), "{got:?}");
+        assert!(start.elapsed() < PROMPTLY, "PeerGone came only after {:?}", start.elapsed());
+        assert!(p.is_closed());
+        assert!(p.claim().is_none(), "a closed connection cannot be claimed");
+    })
+    .await;
+    killer.await.unwrap();
+}
+
+#[tokio::test]
+async fn polled_connection_refuses_malformed_and_oversized_answers() {
+    for reply in [vec![5, 0, 0, 0, 0xff, 1, 2, 3, 4], u32::MAX.to_le_bytes().to_vec()] {
+        let listener = TcpListener::bind(localhost()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let liar = tokio::spawn(async move {
+            let mut s = raw_accept_authenticated(&listener, 9).await;
+            let _request = read_message(&mut s).await;
+            s.write_all(&reply).await.unwrap();
+            s.write_all(&[1; 1000]).await.unwrap();
+            read_until_closed(&mut s).await;
+        });
+        let polled = connect_polled(addr).await;
+        let p = Arc::clone(&polled);
+        blocking(move || {
+            let got = p.claim().unwrap().call(Body::Ping { payload: 1 }, PROMPTLY, true);
+            assert!(matches!(got, Err(TransportError::Wire { .. })), "{got:?}");
+            assert!(p.is_closed());
+        })
+        .await;
+        liar.await.unwrap();
+    }
+    let largest = LARGEST_ALLOCATION_BYTES.load(Ordering::Relaxed);
+    assert!(largest < ALLOCATION_BYTES_LIMIT, "an allocation of {largest} bytes");
+}
+
+#[tokio::test]
+async fn polled_connection_refuses_requests_and_close_wakes_a_blocked_call() {
+    let listener = TcpListener::bind(localhost()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (asked_tx, asked_rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(async move {
+        let mut s = raw_accept_authenticated(&listener, 9).await;
+        let _request = read_message(&mut s).await;
+        // A client connection serves nothing: our request gets NOT_SERVED.
+        write_message(&mut s, Message::new(Kind::Request, 77, Body::Ping { payload: 1 })).await;
+        let refused = read_message(&mut s).await;
+        assert_eq!((refused.kind, refused.request_id), (Kind::Response, 77));
+        assert!(
+            matches!(refused.body, Body::Error { code: error_code::NOT_SERVED, .. }),
+            "{refused:?}"
+        );
+        asked_tx.send(()).unwrap();
+        read_until_closed(&mut s).await; // never answers
+    });
+    let polled = connect_polled(addr).await;
+    let p = Arc::clone(&polled);
+    let call = tokio::task::spawn_blocking(move || {
+        p.claim().unwrap().call(Body::Ping { payload: 2 }, Duration::from_secs(30), true)
+    });
+    asked_rx.await.unwrap();
+    let start = Instant::now();
+    polled.close();
+    let got = call.await.unwrap();
+    assert!(matches!(got, Err(TransportError::Closed { peer: 9, .. })), "{got:?}");
+    assert!(start.elapsed() < PROMPTLY, "close took {:?} to wake the call", start.elapsed());
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn pool_keeps_a_polled_connection_beside_the_runtime_one() {
+    let (server, _) = start_server().await;
+    let pool = PeerPool::new(CLIENT_ID, CLUSTER, secret(), limits());
+    pool.set_addr(SERVER_ID, server.local_addr());
+    assert!(pool.ready_polled(SERVER_ID).is_none(), "connected only on first use");
+    let polled = pool.get_polled(SERVER_ID).await.unwrap();
+    let peer = pool.get(SERVER_ID).await.unwrap();
+    assert!(Arc::ptr_eq(&polled, &pool.ready_polled(SERVER_ID).unwrap()));
+    assert_eq!(peer.call(Body::Ping { payload: 3 }).await.unwrap(), Body::Pong { payload: 3 });
+    eventually("two connections are open", || server.stats().connections_open == 2).await;
+    // A broken polled connection is replaced on the next use.
+    polled.close();
+    assert!(pool.ready_polled(SERVER_ID).is_none());
+    let again = pool.get_polled(SERVER_ID).await.unwrap();
+    assert!(!Arc::ptr_eq(&polled, &again));
+    pool.remove(SERVER_ID);
+    assert!(again.is_closed(), "removing the node closes both connections");
 }

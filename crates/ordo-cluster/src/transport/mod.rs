@@ -4,6 +4,9 @@
 //! outgoing connection on which the caller issues calls ([`Peer::call`]) and one-way sends
 //! ([`Peer::send`]); a [`PeerPool`] keeps one `Peer` per node id, connecting on first use and
 //! reconnecting with bounded exponential back-off. Every socket has `TCP_NODELAY` set.
+//! Beside each `Peer` the pool can keep a [`PolledPeer`]: a second connection, for one caller
+//! at a time, that the caller drives itself — it writes, then polls for the answer — with no
+//! hand-off to the runtime (the transaction path's latency; see [`polled`]).
 //!
 //! # A connection's life
 //! 1. **Handshake** ([`crate::auth`]), under `Limits::handshake_timeout` (connect included).
@@ -39,6 +42,7 @@ mod conn;
 mod frame_io;
 mod handshake;
 mod peer;
+pub mod polled;
 mod pool;
 mod server;
 
@@ -46,6 +50,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use peer::Peer;
+pub use polled::{Claim, PolledPeer};
 pub use pool::{BACKOFF_MAX_DEFAULT, BACKOFF_MIN_DEFAULT, PeerPool};
 pub use server::{Server, ServerStats};
 
@@ -70,7 +75,14 @@ pub struct Limits {
     /// Connections a server holds at once, authenticated or not (at least 1); more are closed
     /// on accept. Default 1024.
     pub connections_max: usize,
+    /// How long a thread waiting on a [`PolledPeer`] polls before it sleeps (at most
+    /// [`POLL_SPIN_MAX`]; zero sleeps at once). Default 50 µs: longer than a loopback round
+    /// trip when both ends are awake, far shorter than waking an idle vCPU.
+    pub poll_spin: Duration,
 }
+
+/// The longest [`Limits::poll_spin`].
+pub const POLL_SPIN_MAX: Duration = Duration::from_millis(10);
 
 impl Default for Limits {
     fn default() -> Self {
@@ -81,6 +93,7 @@ impl Default for Limits {
             call_timeout: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(5),
             connections_max: 1024,
+            poll_spin: Duration::from_micros(50),
         }
     }
 }
@@ -103,6 +116,9 @@ impl Limits {
         }
         if self.connections_max == 0 {
             return bad("connections_max is 0");
+        }
+        if self.poll_spin > POLL_SPIN_MAX {
+            return bad("poll_spin is above POLL_SPIN_MAX");
         }
         if self.call_timeout.is_zero() || self.handshake_timeout.is_zero() {
             return bad("a timeout is zero");

@@ -8,12 +8,39 @@ use std::time::Duration;
 
 use tokio::io::BufReader;
 use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{Responder, Shared, read_loop, write_loop};
 use super::{Limits, TransportError, handshake, millis};
 use crate::auth::Secret;
 use crate::wire::{Body, Kind, Message};
+
+/// Connects to `addr` and authenticates as node `me` of `cluster`, all within
+/// `limits.handshake_timeout`: the halves of the socket and the server's node id.
+pub(super) async fn dial(
+    addr: SocketAddr,
+    me: u64,
+    cluster: &str,
+    secret: Secret,
+    limits: Limits,
+) -> Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf, u64), TransportError> {
+    limits.validate()?;
+    let io = |source| TransportError::Io { addr, source };
+    let connecting = async {
+        let stream = TcpStream::connect(addr).await.map_err(io)?;
+        stream.set_nodelay(true).map_err(io)?;
+        let (rd, mut wr) = stream.into_split();
+        let mut rd = BufReader::new(rd);
+        let remote = handshake::client(&mut rd, &mut wr, addr, me, cluster, secret).await?;
+        Ok::<_, TransportError>((rd, wr, remote))
+    };
+    let (rd, wr, remote) =
+        tokio::time::timeout(limits.handshake_timeout, connecting).await.map_err(|_| {
+            TransportError::HandshakeTimeout { addr, after_ms: millis(limits.handshake_timeout) }
+        })??;
+    Ok((rd, wr, remote))
+}
 
 /// A connection to one node, after authentication. Clones share the connection; it closes
 /// when the last clone is dropped, on [`Peer::close`], or when the peer or network ends it.
@@ -66,22 +93,7 @@ impl Peer {
         secret: Secret,
         limits: Limits,
     ) -> Result<Peer, TransportError> {
-        limits.validate()?;
-        let io = |source| TransportError::Io { addr, source };
-        let connecting = async {
-            let stream = TcpStream::connect(addr).await.map_err(io)?;
-            stream.set_nodelay(true).map_err(io)?;
-            let (rd, mut wr) = stream.into_split();
-            let mut rd = BufReader::new(rd);
-            let remote = handshake::client(&mut rd, &mut wr, addr, me, cluster, secret).await?;
-            Ok::<_, TransportError>((rd, wr, remote))
-        };
-        let (rd, wr, remote) = tokio::time::timeout(limits.handshake_timeout, connecting)
-            .await
-            .map_err(|_| TransportError::HandshakeTimeout {
-            addr,
-            after_ms: millis(limits.handshake_timeout),
-        })??;
+        let (rd, wr, remote) = dial(addr, me, cluster, secret, limits).await?;
         tracing::debug!(peer = remote, peer_addr = %addr, "connected");
 
         let shared = Shared::new(remote, addr, limits.in_flight_max);

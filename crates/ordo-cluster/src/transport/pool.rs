@@ -1,5 +1,5 @@
-//! [`PeerPool`]: one [`Peer`] per node id, connected on first use and reconnected after a
-//! failure with bounded exponential back-off.
+//! [`PeerPool`]: one [`Peer`] per node id (and, for the transaction path, one [`PolledPeer`]),
+//! connected on first use and reconnected after a failure with bounded exponential back-off.
 //!
 //! # Invariants
 //! * At most one connection attempt per node at a time (a per-node async lock); callers that
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Limits, Peer, TransportError, millis};
+use super::{Limits, Peer, PolledPeer, TransportError, millis};
 use crate::auth::Secret;
 use crate::wire::Body;
 
@@ -51,8 +51,26 @@ struct Slot {
 struct SlotState {
     addr: SocketAddr,
     peer: Option<Peer>,
+    /// The polled connection for the transaction path ([`PeerPool::get_polled`]).
+    polled: Option<Arc<PolledPeer>>,
     failures: u32,
     retry_at: Option<Instant>,
+}
+
+impl SlotState {
+    fn new(addr: SocketAddr) -> Self {
+        SlotState { addr, peer: None, polled: None, failures: 0, retry_at: None }
+    }
+
+    /// Closes both connections.
+    fn close(&mut self) {
+        if let Some(peer) = self.peer.take() {
+            peer.close();
+        }
+        if let Some(polled) = self.polled.take() {
+            polled.close();
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -60,15 +78,55 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The two kinds of connection a slot holds.
+trait Pooled: Clone {
+    /// The slot's connection of this kind.
+    fn field(st: &mut SlotState) -> &mut Option<Self>;
+    fn is_closed(&self) -> bool;
+    fn close(&self);
+    fn remote_id(&self) -> u64;
+}
+
+impl Pooled for Peer {
+    fn field(st: &mut SlotState) -> &mut Option<Self> {
+        &mut st.peer
+    }
+    fn is_closed(&self) -> bool {
+        Peer::is_closed(self)
+    }
+    fn close(&self) {
+        Peer::close(self);
+    }
+    fn remote_id(&self) -> u64 {
+        Peer::remote_id(self)
+    }
+}
+
+impl Pooled for Arc<PolledPeer> {
+    fn field(st: &mut SlotState) -> &mut Option<Self> {
+        &mut st.polled
+    }
+    fn is_closed(&self) -> bool {
+        PolledPeer::is_closed(self)
+    }
+    fn close(&self) {
+        PolledPeer::close(self);
+    }
+    fn remote_id(&self) -> u64 {
+        PolledPeer::remote_id(self)
+    }
+}
+
 impl Slot {
     /// A live connection (`Ok(Some)`), the back-off error, or `Ok(None)`: time to connect.
-    fn ready(&self, id: u64) -> Result<Option<Peer>, TransportError> {
+    fn ready<C: Pooled>(&self, id: u64) -> Result<Option<C>, TransportError> {
         let mut st = lock(&self.state);
-        if let Some(peer) = &st.peer {
-            if !peer.is_closed() {
-                return Ok(Some(peer.clone()));
+        let conn = C::field(&mut st);
+        if let Some(c) = conn {
+            if !c.is_closed() {
+                return Ok(Some(c.clone()));
             }
-            st.peer = None;
+            *conn = None;
         }
         match st.retry_at {
             Some(at) if Instant::now() < at => Err(TransportError::Backoff {
@@ -111,13 +169,11 @@ impl PeerPool {
             if st.addr == addr {
                 return;
             }
-            if let Some(peer) = st.peer.take() {
-                peer.close();
-            }
-            *st = SlotState { addr, peer: None, failures: 0, retry_at: None };
+            st.close();
+            *st = SlotState::new(addr);
             return;
         }
-        let state = SlotState { addr, peer: None, failures: 0, retry_at: None };
+        let state = SlotState::new(addr);
         let slot = Slot { state: Mutex::new(state), connecting: tokio::sync::Mutex::new(()) };
         slots.insert(id, Arc::new(slot));
     }
@@ -126,9 +182,7 @@ impl PeerPool {
     pub fn remove(&self, id: u64) {
         let slot = lock(&self.slots).remove(&id);
         if let Some(slot) = slot {
-            if let Some(peer) = lock(&slot.state).peer.take() {
-                peer.close();
-            }
+            lock(&slot.state).close();
         }
     }
 
@@ -146,39 +200,68 @@ impl PeerPool {
     /// [`TransportError::UnknownPeer`], [`TransportError::Backoff`] while waiting to retry,
     /// [`TransportError::WrongPeer`], or the error of [`Peer::connect`].
     pub async fn get(&self, id: u64) -> Result<Peer, TransportError> {
+        let (me, cluster, limits) = (self.me, &self.cluster, self.limits);
+        self.get_with(id, |addr, secret| Peer::connect(addr, me, cluster, secret, limits)).await
+    }
+
+    /// The polled connection to node `id` ([`PolledPeer`], for calls from application
+    /// threads), connecting on `runtime` if there is none or it broke; back-off as
+    /// [`PeerPool::get`], shared with the node's other connection.
+    ///
+    /// # Errors
+    /// As [`PeerPool::get`].
+    pub async fn get_polled(&self, id: u64) -> Result<Arc<PolledPeer>, TransportError> {
+        let (me, cluster, limits) = (self.me, &self.cluster, self.limits);
+        self.get_with(id, |addr, secret| async move {
+            PolledPeer::connect(addr, me, cluster, secret, limits).await.map(Arc::new)
+        })
+        .await
+    }
+
+    /// The polled connection to node `id` if one is open (no waiting, no runtime).
+    pub fn ready_polled(&self, id: u64) -> Option<Arc<PolledPeer>> {
+        let slot = lock(&self.slots).get(&id).cloned()?;
+        slot.ready(id).ok().flatten()
+    }
+
+    async fn get_with<C, F, Fut>(&self, id: u64, connect: F) -> Result<C, TransportError>
+    where
+        C: Pooled,
+        F: FnOnce(SocketAddr, Secret) -> Fut,
+        Fut: std::future::Future<Output = Result<C, TransportError>>,
+    {
         let slot = lock(&self.slots).get(&id).cloned();
         let slot = slot.ok_or(TransportError::UnknownPeer { peer: id })?;
-        if let Some(peer) = slot.ready(id)? {
-            return Ok(peer);
+        if let Some(conn) = slot.ready(id)? {
+            return Ok(conn);
         }
         let _attempt = slot.connecting.lock().await;
         // Another caller may have connected, or failed, while we waited.
-        if let Some(peer) = slot.ready(id)? {
-            return Ok(peer);
+        if let Some(conn) = slot.ready(id)? {
+            return Ok(conn);
         }
         let addr = lock(&slot.state).addr;
-        let secret = self.secret.clone();
-        let result = match Peer::connect(addr, self.me, &self.cluster, secret, self.limits).await {
-            Ok(peer) if peer.remote_id() != id => {
-                peer.close();
-                Err(TransportError::WrongPeer { addr, expected: id, found: peer.remote_id() })
+        let result = match connect(addr, self.secret.clone()).await {
+            Ok(conn) if conn.remote_id() != id => {
+                conn.close();
+                Err(TransportError::WrongPeer { addr, expected: id, found: conn.remote_id() })
             }
             other => other,
         };
         let mut st = lock(&slot.state);
         if st.addr != addr {
             // The address changed during the attempt: its result is about the old one.
-            if let Ok(peer) = &result {
-                peer.close();
+            if let Ok(conn) = &result {
+                conn.close();
             }
             return result;
         }
         match result {
-            Ok(peer) => {
-                st.peer = Some(peer.clone());
+            Ok(conn) => {
+                *C::field(&mut st) = Some(conn.clone());
                 st.failures = 0;
                 st.retry_at = None;
-                Ok(peer)
+                Ok(conn)
             }
             Err(e) => {
                 st.failures = st.failures.saturating_add(1);
