@@ -9,7 +9,8 @@
 //! write commits only if neither key changed since it was read (etcd: a `Txn` comparing both
 //! keys' `mod_revision`s; Ordo: its commit protocol's validation). A transaction that loses
 //! returns [`TxnOutcome::Conflict`], and the client runs the same keys again as a new
-//! transaction (fresh reads), at most [`RETRY_MAX`] times.
+//! transaction (fresh reads) after a random pause whose ceiling doubles with each conflict in a
+//! row ([`BACKOFF_MAX`] at most), at most [`RETRY_MAX`] times.
 //!
 //! # The invariant the check relies on
 //! A committed transaction adds exactly one to exactly one counter, and a conflicting one adds
@@ -19,7 +20,8 @@
 //! lost write as committed or writes without validating fails it.
 //!
 //! # The driver
-//! [`run`] starts `clients` tokio tasks on the caller's runtime, each with its own RNG seeded
+//! [`run`] starts `clients` clients — tokio tasks on the caller's runtime, or, for a target with a
+//! blocking API ([`TxnTarget::txn_blocking`]), a thread each — each with its own RNG seeded
 //! from the run's seed and its index (so a run replays from its printed seed and two systems
 //! given one seed see the same key streams). Each client runs transactions back to back (a
 //! closed loop: one in flight per client) for `warmup + duration`. Only transactions that end
@@ -53,6 +55,15 @@ use serde::Serialize;
 /// How many times one operation is retried after conflicts before the run fails: with uniform
 /// keys a transaction conflicts rarely, so reaching this means the target never commits.
 pub const RETRY_MAX: u32 = 1_000;
+
+/// The longest pause between two attempts of a transaction ([`RETRY_MAX`]).
+pub const BACKOFF_MAX: Duration = Duration::from_millis(1);
+
+/// Pauses shorter than this yield the thread instead of sleeping.
+const BACKOFF_SLEEP_MIN: Duration = Duration::from_micros(2);
+
+/// On the runtime, whose timers have 1 ms resolution, shorter pauses yield instead.
+const ASYNC_SLEEP_MIN: Duration = Duration::from_millis(1);
 
 /// The largest latency the histogram records, in nanoseconds (larger values are clamped).
 const LATENCY_MAX_NANOS: u64 = 60_000_000_000;
@@ -210,7 +221,18 @@ pub trait TxnTarget: Send + Sync {
     fn round_trips(&self) -> Option<u64> {
         None
     }
+
+    /// [`TxnTarget::txn`] as a blocking call, for a target whose API is synchronous: each
+    /// client then runs on a thread of its own for the whole run (as an application using
+    /// that API would), instead of hopping to a pool thread and back for every transaction.
+    fn txn_blocking(&self) -> Option<BlockingTxn> {
+        None
+    }
 }
+
+/// A blocking transaction of a target ([`TxnTarget::txn_blocking`]).
+pub type BlockingTxn =
+    Arc<dyn Fn(usize, TxnKeys) -> Result<TxnOutcome, CompareError> + Send + Sync>;
 
 /// One run's parameters.
 #[derive(Clone, Debug)]
@@ -307,9 +329,49 @@ pub async fn run(target: Arc<dyn TxnTarget>, config: &RunConfig) -> Result<Repor
         .map(|client| {
             let target = Arc::clone(&target);
             let (keys, seed) = (config.keys, client_seed(config.seed, client));
-            tokio::spawn(async move {
-                client_loop(&*target, client, keys, seed, window_from, window_to).await
-            })
+            let window = (window_from, window_to);
+            match target.txn_blocking() {
+                Some(txn) => tokio::task::spawn_blocking(move || {
+                    let mut tally = ClientState::new(target.name(), keys, seed, window)?;
+                    while let Some(txn_keys) = tally.next_keys() {
+                        let mut in_row = 0;
+                        loop {
+                            let begun = Instant::now();
+                            let outcome = txn(client, txn_keys)?;
+                            if tally.record(txn_keys, outcome, begun, &mut in_row)? {
+                                break;
+                            }
+                            let pause = tally.backoff(in_row);
+                            if pause >= BACKOFF_SLEEP_MIN {
+                                std::thread::sleep(pause);
+                            } else {
+                                std::thread::yield_now();
+                            }
+                        }
+                    }
+                    Ok(tally.tally)
+                }),
+                None => tokio::spawn(async move {
+                    let mut tally = ClientState::new(target.name(), keys, seed, window)?;
+                    while let Some(txn_keys) = tally.next_keys() {
+                        let mut in_row = 0;
+                        loop {
+                            let begun = Instant::now();
+                            let outcome = target.txn(client, txn_keys).await?;
+                            if tally.record(txn_keys, outcome, begun, &mut in_row)? {
+                                break;
+                            }
+                            let pause = tally.backoff(in_row);
+                            if pause >= ASYNC_SLEEP_MIN {
+                                tokio::time::sleep(pause).await;
+                            } else {
+                                tokio::task::yield_now().await;
+                            }
+                        }
+                    }
+                    Ok(tally.tally)
+                }),
+            }
         })
         .collect();
     let mut latency_nanos = histogram()?;
@@ -371,58 +433,82 @@ pub async fn run(target: Arc<dyn TxnTarget>, config: &RunConfig) -> Result<Repor
     Ok(report)
 }
 
-/// One client: transactions back to back until the window closes.
-async fn client_loop(
-    target: &dyn TxnTarget,
-    client: usize,
+/// One client's key stream and counts: transactions back to back until the window closes.
+struct ClientState {
+    target: &'static str,
+    rng: SmallRng,
     keys: u64,
-    seed: u64,
-    window_from: Instant,
-    window_to: Instant,
-) -> Result<Tally, CompareError> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let mut tally = Tally {
-        committed: 0,
-        conflicts: 0,
-        committed_total: 0,
-        conflicts_total: 0,
-        latency_nanos: histogram()?,
-    };
-    while Instant::now() < window_to {
-        let txn_keys = TxnKeys::uniform(&mut rng, keys);
-        let mut conflicts_in_row = 0;
-        loop {
-            let begun = Instant::now();
-            let outcome = target.txn(client, txn_keys).await?;
-            let ended = Instant::now();
-            let in_window = ended >= window_from && ended < window_to;
-            match outcome {
-                TxnOutcome::Committed => {
-                    tally.committed_total += 1;
-                    if in_window {
-                        tally.committed += 1;
-                        let nanos = u64::try_from((ended - begun).as_nanos()).unwrap_or(u64::MAX);
-                        tally.latency_nanos.saturating_record(nanos.max(1));
-                    }
-                    break;
+    window: (Instant, Instant),
+    tally: Tally,
+}
+
+impl ClientState {
+    fn new(
+        target: &'static str,
+        keys: u64,
+        seed: u64,
+        window: (Instant, Instant),
+    ) -> Result<Self, CompareError> {
+        let tally = Tally {
+            committed: 0,
+            conflicts: 0,
+            committed_total: 0,
+            conflicts_total: 0,
+            latency_nanos: histogram()?,
+        };
+        Ok(Self { target, rng: SmallRng::seed_from_u64(seed), keys, window, tally })
+    }
+
+    /// The pause before retrying after `in_row` conflicts in a row: random, below a ceiling
+    /// that doubles with each conflict from 100 ns up to [`BACKOFF_MAX`] (as `Ordo::run`
+    /// backs off; without it, retries of a transaction that met a lock can keep the lock's
+    /// holder off the cores).
+    fn backoff(&mut self, in_row: u32) -> Duration {
+        let ceiling_nanos = (100u64 << in_row.min(20)).min(BACKOFF_MAX.as_nanos() as u64);
+        Duration::from_nanos(self.rng.random_range(0..=ceiling_nanos))
+    }
+
+    /// The keys of the next transaction; `None` once the window has closed.
+    fn next_keys(&mut self) -> Option<TxnKeys> {
+        (Instant::now() < self.window.1).then(|| TxnKeys::uniform(&mut self.rng, self.keys))
+    }
+
+    /// Counts an attempt on `keys` begun at `begun` and ending now; `Ok(true)` once it
+    /// committed. A conflict is retried as a fresh transaction, at most [`RETRY_MAX`] times in
+    /// a row (`in_row` counts them).
+    fn record(
+        &mut self,
+        keys: TxnKeys,
+        outcome: TxnOutcome,
+        begun: Instant,
+        in_row: &mut u32,
+    ) -> Result<bool, CompareError> {
+        let ended = Instant::now();
+        let in_window = ended >= self.window.0 && ended < self.window.1;
+        let tally = &mut self.tally;
+        match outcome {
+            TxnOutcome::Committed => {
+                tally.committed_total += 1;
+                if in_window {
+                    tally.committed += 1;
+                    let nanos = u64::try_from((ended - begun).as_nanos()).unwrap_or(u64::MAX);
+                    tally.latency_nanos.saturating_record(nanos.max(1));
                 }
-                TxnOutcome::Conflict => {
-                    tally.conflicts_total += 1;
-                    if in_window {
-                        tally.conflicts += 1;
-                    }
-                    conflicts_in_row += 1;
-                    if conflicts_in_row >= RETRY_MAX {
-                        return Err(CompareError::TooManyConflicts {
-                            target: target.name(),
-                            keys: txn_keys,
-                        });
-                    }
+                Ok(true)
+            }
+            TxnOutcome::Conflict => {
+                tally.conflicts_total += 1;
+                if in_window {
+                    tally.conflicts += 1;
                 }
+                *in_row += 1;
+                if *in_row >= RETRY_MAX {
+                    return Err(CompareError::TooManyConflicts { target: self.target, keys });
+                }
+                Ok(false)
             }
         }
     }
-    Ok(tally)
 }
 
 /// Checks the invariant of the module docs: the counters `0..keys` sum to `committed` (the

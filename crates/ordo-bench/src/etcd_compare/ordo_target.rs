@@ -40,7 +40,7 @@ use ordo::{Addr, Options};
 use ordo_cluster::client::Client;
 use ordo_cluster::loopback::{Loopback, LoopbackOptions};
 
-use super::{CompareError, TargetFuture, TxnKeys, TxnOutcome, TxnTarget};
+use super::{BlockingTxn, CompareError, TargetFuture, TxnKeys, TxnOutcome, TxnTarget};
 
 /// Counters allocated per loading transaction.
 pub const LOAD_BATCH: usize = 256;
@@ -303,7 +303,7 @@ impl TxnTarget for OrdoTarget {
         let Some(inner) = &self.inner else { return "ordo: stopped".into() };
         format!(
             "ordo: {} loopback nodes (one {} MiB region each, 1 backup), coordinators: {}; \
-             each transaction on the blocking pool",
+             each client a thread of its own",
             inner.options.nodes,
             inner.options.region_bytes >> 20,
             match inner.options.coordinators {
@@ -330,6 +330,12 @@ impl TxnTarget for OrdoTarget {
 
     fn round_trips(&self) -> Option<u64> {
         Some(OrdoTarget::round_trips(self))
+    }
+
+    /// Ordo's API is synchronous: each client is a thread of its own.
+    fn txn_blocking(&self) -> Option<BlockingTxn> {
+        let inner = self.inner();
+        Some(Arc::new(move |client, keys| inner.txn(client, keys)))
     }
 }
 
