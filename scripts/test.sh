@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, docs, unit/integration tests, loom models.
+# The whole test suite: formatting, lints, docs, unit/integration tests, the examples, loom
+# models.
 # Installs what it needs on a fresh machine (a Rust toolchain with clippy and rustfmt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,12 @@ step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 step "cargo test (all features: the test-only protocol shortcuts of the negative tests are on)"
 cargo test --workspace --all-features --quiet 2>&1 | tee target/test-output.txt
+step "examples (cargo run --example NAME: each checks what it shows and fails otherwise)"
+cargo run --quiet --example bank -- 300
+cargo run --quiet --example snapshot -- 300
+kv_dir="$(mktemp -d)"
+cargo run --quiet --example durable_kv -- demo "$kv_dir/db" 2
+rm -rf "$kv_dir"
 step "loom models"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test --release --quiet -p ordo-clock -p ordo --test 'loom*' 2>&1 | tee target/loom-output.txt

@@ -62,6 +62,12 @@ pub(crate) enum CliError {
         /// What is wrong with it.
         detail: String,
     },
+    /// A durable database directory given on the command line does not exist.
+    #[error("{} does not exist or is not a directory", path.display())]
+    NoDirectory {
+        /// The path given.
+        path: PathBuf,
+    },
     /// A durable database directory is bad or unreadable.
     #[error(transparent)]
     Durable(#[from] ordo::durable::DurableError),

@@ -48,8 +48,9 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Draw figures from benchmark results (JSON lines of `ordo bench --json` or `--out`).
     Plot(plot_results::PlotArgs),
-    /// Check what recovery of a durable database directory would do (read-only).
-    Recover(durable_cmd::DirArgs),
+    /// Recover a durable database directory: replay its log into the heap files, as opening it
+    /// does (`--dry-run`: only report what that would do).
+    Recover(durable_cmd::RecoverArgs),
     /// Print a durable database directory: regions, timestamps, segments, records (read-only).
     Inspect(durable_cmd::DirArgs),
     /// Run one cluster node (FaRMv2 over TCP) from its configuration file.

@@ -1,5 +1,7 @@
-//! `ordo inspect` and `ordo recover` on good and bad durable directories: reports on stdout,
-//! one `error:` line and exit 1 for a bad directory, and nothing changed either way.
+//! `ordo inspect`, `ordo recover --dry-run` and `ordo recover` on good and bad durable
+//! directories: reports on stdout, one `error:` line and exit 1 for a bad directory (nothing
+//! changed), no byte changed by the read-only commands, and a recovered directory that reopens
+//! with its data and nothing left to replay.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -7,22 +9,35 @@ use std::process::Command;
 
 use ordo::durable::Mode;
 use ordo::heap::{HeapConfig, SLAB_BYTES};
-use ordo::{Config, Ordo};
+use ordo::{Addr, Config, Ordo};
 use ordo_clock::LogicalClock;
 
-fn make_db(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ordo-cli-durable-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cfg = Config {
+fn config(dir: &Path) -> Config {
+    let mut cfg = Config {
         heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 4 },
         gc_interval_us: 0,
-        ..Config::durable(&dir, Mode::Process)
+        ..Config::durable(dir, Mode::Process)
     };
-    let db = Ordo::open_durable(cfg, LogicalClock::starting_at).unwrap();
-    for i in 0..50u64 {
-        db.run(|tx| tx.alloc(&i)).unwrap();
+    if let Some(d) = cfg.durability.as_mut() {
+        // No background checkpoint: every commit stays in the log until recovery.
+        d.checkpoint_interval_ms = 0;
     }
-    dir
+    cfg
+}
+
+/// A process-mode database with 50 committed allocations (object `i` holds `i`), closed
+/// without a checkpoint: its files are what a `kill -9` after the last commit leaves (process
+/// mode's records are in the files; the heap files hold none of them).
+fn make_db_with(name: &str) -> (PathBuf, Vec<Addr>) {
+    let dir = std::env::temp_dir().join(format!("ordo-cli-durable-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let db = Ordo::open_durable(config(&dir), LogicalClock::starting_at).unwrap();
+    let addrs = (0..50u64).map(|i| db.run(|tx| tx.alloc(&i)).unwrap()).collect();
+    (dir, addrs)
+}
+
+fn make_db(name: &str) -> PathBuf {
+    make_db_with(name).0
 }
 
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -55,7 +70,7 @@ fn inspect_and_recover_report_without_changing_anything() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("records              50"), "{out}");
     assert!(out.contains("log-00000000.seg"), "{out}");
-    let (code, out, _) = ordo(&["recover", d, "--json"]);
+    let (code, out, _) = ordo(&["recover", "--dry-run", d, "--json"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["records_to_replay"], 50);
@@ -73,8 +88,8 @@ fn bad_directories_give_one_error_line_and_exit_1() {
     b[4096 + 30] ^= 0xFF;
     std::fs::write(&seg, &b).unwrap();
     let before = files(&dir);
-    for cmd in ["recover", "inspect"] {
-        let (code, out, err) = ordo(&[cmd, dir.to_str().unwrap()]);
+    for cmd in [&["recover"][..], &["recover", "--dry-run"], &["inspect"]] {
+        let (code, out, err) = ordo(&[cmd, &[dir.to_str().unwrap()]].concat());
         assert_eq!(code, 1, "{out}{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("error: "), "{err}");
@@ -86,6 +101,82 @@ fn bad_directories_give_one_error_line_and_exit_1() {
     let (code, _, err) = ordo(&["recover", empty.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(err.contains("no MANIFEST"), "{err}");
+    assert!(std::fs::read_dir(&empty).unwrap().next().is_none(), "recover created files");
+    let missing = empty.join("missing");
+    for cmd in [&["recover"][..], &["recover", "--dry-run"], &["inspect"]] {
+        let (code, _, err) = ordo(&[cmd, &[missing.to_str().unwrap()]].concat());
+        assert_eq!(code, 1, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("missing does not exist"), "{err}");
+    }
+    assert!(!missing.exists());
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&empty);
+}
+
+/// The hash of every file's name and bytes in `dir`.
+fn hash_dir(dir: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    files(dir).hash(&mut h);
+    h.finish()
+}
+
+#[test]
+fn recover_replays_the_log_and_the_directory_reopens_with_nothing_to_replay() {
+    let (dir, addrs) = make_db_with("recover");
+    let d = dir.to_str().unwrap();
+    let before = hash_dir(&dir);
+    let (code, out, err) = ordo(&["recover", "--dry-run", d, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["records_to_replay"], 50);
+    assert_eq!(before, hash_dir(&dir), "--dry-run changed the directory");
+
+    let (code, out, err) = ordo(&["recover", d]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("replayed             50 records, 50 transactions"), "{out}");
+    assert!(out.contains("segments deleted     1"), "{out}");
+    assert!(out.contains("recovered            ok in"), "{out}");
+    assert_ne!(before, hash_dir(&dir), "recover changed nothing");
+    let names: Vec<String> = files(&dir).into_iter().map(|(n, _)| n).collect();
+    assert!(!names.iter().any(|n| n.ends_with(".seg")), "{names:?}");
+
+    // Nothing left: a dry run, a second recovery and an open all find an empty log.
+    let (code, out, err) = ordo(&["recover", "--dry-run", d, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["records_to_replay"], 0);
+    assert_eq!(v["segments"], 0);
+    let (code, out, err) = ordo(&["inspect", d]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("records to replay    0"), "{out}");
+    let (code, out, err) = ordo(&["recover", d, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["records_replayed"], 0);
+
+    let db = Ordo::open_durable(config(&dir), LogicalClock::starting_at).unwrap();
+    assert_eq!(db.recovery_report().unwrap().records_replayed, 0);
+    for (i, a) in addrs.iter().enumerate() {
+        assert_eq!(db.run(|tx| tx.read::<u64>(*a)).unwrap(), i as u64);
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn recover_refuses_a_directory_open_in_another_process() {
+    let dir = make_db("locked");
+    let db = Ordo::open_durable(config(&dir), LogicalClock::starting_at).unwrap();
+    let before = hash_dir(&dir);
+    for cmd in [&["recover"][..], &["recover", "--dry-run"], &["inspect"]] {
+        let (code, out, err) = ordo(&[cmd, &[dir.to_str().unwrap()]].concat());
+        assert_eq!(code, 1, "{out}{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("is in use by another open database"), "{err}");
+    }
+    assert_eq!(before, hash_dir(&dir));
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,9 +3,9 @@
 //! typed decoding error, and golden bytes that pin the format.
 //!
 //! Allocation is measured by a counting global allocator that counts only on the thread that
-//! asked (other tests in this binary run on their own threads). Proptest seeds are random;
-//! a failure is saved under `proptest-regressions/` and can be replayed with
-//! `PROPTEST_RNG_SEED=<seed>`.
+//! asked (other tests in this binary run on their own threads). Proptest seeds come from
+//! `ordo_seed`: each property prints its `ORDO_SEED=<n>`, and `ORDO_SEED=<n> cargo test -p
+//! ordo-cluster --test wire NAME` reruns the same cases.
 #![allow(clippy::unwrap_used)] // test helpers and strategies outside #[test] functions
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -306,7 +306,7 @@ fn hostile() -> impl Strategy<Value = Vec<u8>> {
 // Properties
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+    #![proptest_config(ordo_seed::proptest_config("arbitrary_messages_round_trip", 2_000))]
 
     /// Encoding then decoding gives the message back, bit for bit (NaN payloads included:
     /// re-encoding the decoded message gives the same bytes).
@@ -325,7 +325,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+    #![proptest_config(ordo_seed::proptest_config("hostile_bytes_never_panic_nor_overallocate", 5_000))]
 
     /// Hostile bytes, read as a frame and as a body, give a result (never a panic) and
     /// allocate at most a small multiple of their length.
@@ -341,7 +341,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ordo_seed::proptest_config("every_strict_prefix_is_truncated", 300))]
 
     /// Every strict prefix of a frame is `Truncated`; every strict prefix of a body is
     /// `Truncated` or, cut inside a sequence, `SequenceTooLong`.

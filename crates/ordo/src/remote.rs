@@ -812,6 +812,8 @@ mod decode_props {
     use super::*;
 
     proptest! {
+        #![proptest_config(ordo_seed::proptest_config("arbitrary_parts_decode_or_are_refused", 256))]
+
         /// Any words decode to a part or a typed error, never a panic; a part that decodes
         /// encodes back to the same words.
         #[test]

@@ -1,11 +1,22 @@
-//! Crash tests: a child process (this test binary, re-executed with `ORDO_CRASH_CHILD` set) runs
-//! bank transfers on a durable database and appends an acknowledgement line for every commit
-//! after `run` returned; the parent SIGKILLs it at a random point, recovers, and checks that
-//! every acknowledged transfer is present (per-thread counters at least the acknowledged ones,
-//! at most one ahead of that or of the previous recovery: a commit cut off before its ack),
-//! nothing is half-applied (the bank total
-//! is constant), and the next child carries on from the recovered state. Both modes survive a
+//! Crash tests: a child process (this test binary, re-executed as `durable_crash crash-child
+//! SPEC`) runs bank transfers on a durable database and appends an acknowledgement line for
+//! every commit after `run` returned; the parent SIGKILLs it at a random point, recovers, and
+//! checks that every acknowledged transfer is present (per-thread counters at least the
+//! acknowledged ones, at most one ahead of that or of the previous recovery: a commit cut off
+//! before its ack), nothing is half-applied (the bank total is constant), and the next child
+//! carries on from the recovered state. Both modes survive a
 //! process crash: the page cache keeps everything written with `pwrite`.
+//!
+//! The binary has its own `main` (`harness = false` in `Cargo.toml`), so the child is not a
+//! test: running the binary runs the two crash loops (a name filter, `--exact`, `--skip` and
+//! `--list` work as with libtest), and only the explicit `crash-child` argument, which the
+//! parent passes, makes a child — which runs until it is killed and fails if it ever returns.
+//!
+//! Randomness comes from one `ordo_seed` seed per loop (printed as `ORDO_SEED=<n>`): the kill
+//! delays and each child's choice of accounts. `ORDO_SEED=<n>` replays those choices; where the
+//! kills land in the children's work also depends on scheduling, which no seed fixes.
+//! `ORDO_TRIALS=<n>` runs exactly `n` kills per mode instead of the time budget
+//! (`scripts/soak.sh`).
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
 mod durable_common;
@@ -21,7 +32,10 @@ use ordo::{Addr, Error};
 const ACCOUNTS: usize = 8;
 const THREADS: usize = 3;
 const START: u64 = 1_000;
-const ENV: &str = "ORDO_CRASH_CHILD";
+/// The argument that makes this binary a crash child.
+const CHILD_ARG: &str = "crash-child";
+/// Kills per mode instead of the time budget.
+const TRIALS_ENV: &str = "ORDO_TRIALS";
 /// Wall-clock budget per mode.
 const BUDGET: Duration = Duration::from_secs(4);
 
@@ -29,15 +43,15 @@ fn mode_of(s: &str) -> Mode {
     if s == "sync" { Mode::Sync } else { Mode::Process }
 }
 
-/// The child: `ORDO_CRASH_CHILD = dir|mode|addr,addr,...` (accounts then thread counters).
-#[test]
-fn crash_child() {
-    let Ok(spec) = std::env::var(ENV) else { return };
+/// The child: `SPEC = dir|mode|seed|addr,addr,...` (accounts then thread counters). Runs
+/// transfers until killed.
+fn crash_child(spec: &str) {
     let parts: Vec<&str> = spec.split('|').collect();
     let dir = Path::new(parts[0]).to_path_buf();
     let mode = mode_of(parts[1]);
+    let seed: u64 = parts[2].parse().unwrap();
     let addrs: Vec<Addr> =
-        parts[2].split(',').map(|a| Addr::from_raw(a.parse().unwrap())).collect();
+        parts[3].split(',').map(|a| Addr::from_raw(a.parse().unwrap())).collect();
     let (accounts, seqs) = addrs.split_at(ACCOUNTS);
     // The background checkpointer runs often and the log is bounded, so kills also land
     // inside checkpoints and segment deletions.
@@ -53,7 +67,7 @@ fn crash_child() {
         for (t, &seq) in seqs.iter().enumerate() {
             let (db, acks) = (&db, &acks);
             s.spawn(move || {
-                let mut rng = (std::process::id() as u64) << 8 | t as u64;
+                let mut rng = seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 loop {
                     rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     let a = accounts[(rng >> 33) as usize % ACCOUNTS];
@@ -93,6 +107,10 @@ fn read_acks(dir: &Path) -> Vec<u64> {
 }
 
 fn crash_loop(mode: Mode) {
+    let seed = ordo_seed::Seed::new(&format!("sigkill_{}_mode", mode.name()));
+    let trials: Option<u64> = std::env::var(TRIALS_ENV).ok().map(|t| {
+        t.parse().unwrap_or_else(|_| panic!("{TRIALS_ENV}={t:?} is not a number of trials"))
+    });
     let dir = temp_dir(&format!("crash-{}", mode.name()));
     let addrs = {
         let db = open(config(&dir, mode, None)).unwrap();
@@ -108,27 +126,30 @@ fn crash_loop(mode: Mode) {
         })
         .unwrap()
     };
-    let spec = format!(
-        "{}|{}|{}",
-        dir.display(),
-        mode.name(),
-        addrs.iter().map(|a| a.to_raw().to_string()).collect::<Vec<_>>().join(",")
-    );
+    let addr_list = addrs.iter().map(|a| a.to_raw().to_string()).collect::<Vec<_>>().join(",");
     let exe = std::env::current_exe().unwrap();
     let started = Instant::now();
     let (mut iterations, mut productive) = (0, 0);
     let mut last_acked = 0;
     // The recovered counters after the previous kill: the next child starts from them.
     let mut prev = vec![0u64; THREADS];
-    while started.elapsed() < BUDGET || iterations < 3 {
+    loop {
+        let more = match trials {
+            Some(n) => iterations < n,
+            None => started.elapsed() < BUDGET || iterations < 3,
+        };
+        if !more {
+            break;
+        }
+        let iteration_seed = seed.derive(iterations);
+        let spec = format!("{}|{}|{iteration_seed}|{addr_list}", dir.display(), mode.name());
         let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-            .env(ENV, &spec)
+            .args([CHILD_ARG, &spec])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::inherit())
             .spawn()
             .unwrap();
-        let delay_ms = 30 + rand::random::<u64>() % 150;
+        let delay_ms = 30 + (iteration_seed >> 16) % 150;
         std::thread::sleep(Duration::from_millis(delay_ms));
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
@@ -171,20 +192,103 @@ fn crash_loop(mode: Mode) {
         }
         last_acked = sum;
     }
-    eprintln!(
-        "{}: {iterations} kills ({productive} after new acknowledgements), {last_acked} transfers acknowledged",
+    // (`ORDO_TRIALS=1` makes one kill: then one productive kill is all there can be.)
+    assert!(
+        productive >= iterations.min(2),
+        "the children never committed anything before being killed"
+    );
+    // The line `scripts/soak.sh` reads: every kill is a trial; each acknowledged transfer was
+    // checked after every later kill.
+    println!(
+        "soak sigkill {}: {iterations} passed, 0 failed; {last_acked} acknowledged transactions \
+         checked ({productive} kills after new acknowledgements)",
         mode.name()
     );
-    assert!(productive >= 2, "the children never committed anything before being killed");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn sigkill_process_mode() {
-    crash_loop(Mode::Process);
+/// The tests of this binary.
+const TESTS: [(&str, fn()); 2] = [
+    ("sigkill_process_mode", || crash_loop(Mode::Process)),
+    ("sigkill_sync_mode", || crash_loop(Mode::Sync)),
+];
+
+/// libtest's command line, as far as this binary needs it.
+#[derive(Default)]
+struct Args {
+    filters: Vec<String>,
+    skip: Vec<String>,
+    exact: bool,
+    list: bool,
+    ignored: bool,
 }
 
-#[test]
-fn sigkill_sync_mode() {
-    crash_loop(Mode::Sync);
+impl Args {
+    fn parse(args: &[String]) -> Args {
+        let mut a = Args::default();
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--exact" => a.exact = true,
+                "--list" => a.list = true,
+                "--ignored" => a.ignored = true,
+                "--skip" => a.skip.extend(it.next().cloned()),
+                // Options with a value that this binary does not use.
+                "--format" | "--color" | "--test-threads" | "--logfile" | "-Z" => {
+                    it.next();
+                }
+                s if s.starts_with('-') => {}
+                s => a.filters.push(s.to_string()),
+            }
+        }
+        a
+    }
+
+    fn selects(&self, name: &str) -> bool {
+        let hit = |f: &String| if self.exact { name == f } else { name.contains(f.as_str()) };
+        !self.ignored
+            && (self.filters.is_empty() || self.filters.iter().any(hit))
+            && !self.skip.iter().any(|s| name.contains(s.as_str()))
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some(CHILD_ARG) {
+        match argv.get(1) {
+            Some(spec) => crash_child(spec),
+            None => eprintln!("usage: durable_crash {CHILD_ARG} SPEC"),
+        }
+        // A child runs until it is killed: returning is a failure the parent sees.
+        return std::process::ExitCode::FAILURE;
+    }
+    let args = Args::parse(&argv);
+    let selected: Vec<_> = TESTS.iter().filter(|(name, _)| args.selects(name)).collect();
+    if args.list {
+        for (name, _) in &selected {
+            println!("{name}: test");
+        }
+        return std::process::ExitCode::SUCCESS;
+    }
+    println!("\nrunning {} tests", selected.len());
+    let mut failed = Vec::new();
+    for (name, test) in &selected {
+        let ok = std::panic::catch_unwind(test).is_ok();
+        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
+        if !ok {
+            failed.push(*name);
+        }
+    }
+    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {verdict}. {} passed; {} failed; 0 ignored; 0 measured; {} filtered out\n",
+        selected.len() - failed.len(),
+        failed.len(),
+        TESTS.len() - selected.len()
+    );
+    if failed.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(101)
+    }
 }

@@ -12,6 +12,9 @@
 //! Each mutation then changes one read so that no execution explains it any more; the
 //! preconditions (another read that pins down the dropped element, a writer that completed
 //! before the reader began, …) are what make the rejection certain rather than likely.
+//!
+//! Each test draws its histories from one `ordo_seed` seed (printed as `ORDO_SEED=<n>`; set it
+//! to replay them); `seed {i}` in a failure names the i-th history of that run.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -180,9 +183,10 @@ fn shape(rng: &mut SmallRng) -> Shape {
 
 #[test]
 fn generated_histories_are_accepted() {
-    let mut rng = SmallRng::seed_from_u64(1);
+    let run = ordo_seed::Seed::new("generated_histories_are_accepted");
+    let mut rng = SmallRng::seed_from_u64(run.derive(1));
     for seed in 0..SEEDS {
-        let h = generate(seed, shape(&mut rng));
+        let h = generate(run.derive(1_000 + seed), shape(&mut rng));
         assert_accepted(&h, &format!("seed {seed}"));
     }
 }
@@ -190,10 +194,11 @@ fn generated_histories_are_accepted() {
 /// Dropping an element that another read shows at the same position.
 #[test]
 fn dropping_an_element_is_rejected() {
-    let mut rng = SmallRng::seed_from_u64(2);
+    let run = ordo_seed::Seed::new("dropping_an_element_is_rejected");
+    let mut rng = SmallRng::seed_from_u64(run.derive(2));
     let mut mutated = 0;
     for seed in 0..SEEDS {
-        let h = generate(seed, shape(&mut rng));
+        let h = generate(run.derive(1_000 + seed), shape(&mut rng));
         let sites = external_list_reads(&h, true);
         let candidates: Vec<(Site, usize)> = sites
             .iter()
@@ -217,10 +222,11 @@ fn dropping_an_element_is_rejected() {
 /// Swapping two adjacent elements that another read shows in order.
 #[test]
 fn swapping_elements_is_rejected() {
-    let mut rng = SmallRng::seed_from_u64(3);
+    let run = ordo_seed::Seed::new("swapping_elements_is_rejected");
+    let mut rng = SmallRng::seed_from_u64(run.derive(3));
     let mut mutated = 0;
     for seed in 0..SEEDS {
-        let h = generate(seed, shape(&mut rng));
+        let h = generate(run.derive(1_000 + seed), shape(&mut rng));
         let sites = external_list_reads(&h, true);
         let candidates: Vec<(Site, usize)> = sites
             .iter()
@@ -246,10 +252,11 @@ fn swapping_elements_is_rejected() {
 /// Showing a value appended by an aborted attempt.
 #[test]
 fn reading_an_aborted_append_is_rejected() {
-    let mut rng = SmallRng::seed_from_u64(4);
+    let run = ordo_seed::Seed::new("reading_an_aborted_append_is_rejected");
+    let mut rng = SmallRng::seed_from_u64(run.derive(4));
     let mut mutated = 0;
     for seed in 0..SEEDS {
-        let h = generate(seed, shape(&mut rng));
+        let h = generate(run.derive(1_000 + seed), shape(&mut rng));
         let aborted: Vec<(u64, u64)> = h
             .txns()
             .iter()
@@ -283,10 +290,11 @@ fn reading_an_aborted_append_is_rejected() {
 /// Showing a register value written by an aborted attempt.
 #[test]
 fn reading_an_aborted_register_write_is_rejected() {
-    let mut rng = SmallRng::seed_from_u64(5);
+    let run = ordo_seed::Seed::new("reading_an_aborted_register_write_is_rejected");
+    let mut rng = SmallRng::seed_from_u64(run.derive(5));
     let mut mutated = 0;
     for seed in 0..SEEDS {
-        let h = generate(seed, shape(&mut rng));
+        let h = generate(run.derive(1_000 + seed), shape(&mut rng));
         let mut aborted: HashMap<u64, u64> = HashMap::new();
         for t in h.txns().iter().filter(|t| t.outcome == Outcome::Aborted) {
             for op in &t.ops {
@@ -331,10 +339,12 @@ fn stale_reads_across_real_time_are_rejected_by_the_strict_checks() {
         Consistency::Opacity,
         Consistency::StrictSnapshotIsolation,
     ];
-    let mut rng = SmallRng::seed_from_u64(6);
+    let run =
+        ordo_seed::Seed::new("stale_reads_across_real_time_are_rejected_by_the_strict_checks");
+    let mut rng = SmallRng::seed_from_u64(run.derive(6));
     let mut mutated = 0;
     for seed in 0..SEEDS {
-        let h = generate(seed, shape(&mut rng));
+        let h = generate(run.derive(1_000 + seed), shape(&mut rng));
         let writer: HashMap<(u64, u64), usize> = h
             .txns()
             .iter()

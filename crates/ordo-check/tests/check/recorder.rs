@@ -76,13 +76,15 @@ fn run_one(store: &Mutex<Store>, mut rec: TxnRecorder<'_>, rng: &mut SmallRng, n
 fn threads_over_a_serial_store_are_accepted_by_every_check() {
     const THREADS: u64 = 4;
     const TXNS: usize = 300;
+    let seed = ordo_seed::Seed::new("threads_over_a_serial_store_are_accepted_by_every_check");
     let store = Mutex::new(Store::default());
     let rec = Recorder::new();
     std::thread::scope(|scope| {
         for t in 0..THREADS {
             let (store, rec) = (&store, &rec);
+            let thread_seed = seed.derive(t);
             scope.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(t);
+                let mut rng = SmallRng::seed_from_u64(thread_seed);
                 // Values unique across threads: thread in the high bits.
                 let mut next = t << 40;
                 for _ in 0..TXNS {

@@ -7,7 +7,8 @@
 //! reading by a machine's `B` is caught. The truth is the CM's local true time,
 //! `cm.local().reading_at(t)`.
 //!
-//! Randomised tests print their seed (`ORDO_SEED=…`); set `ORDO_SEED` to replay one.
+//! Randomised tests take their seed from `ordo_seed` and print it (`ORDO_SEED=…`, again on
+//! failure); set `ORDO_SEED` to replay one.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,18 +56,6 @@ impl Rng {
     fn percent(&mut self, p: u64) -> bool {
         self.next() % 100 < p
     }
-}
-
-/// The seed of a randomised test: `ORDO_SEED` if set, else fresh; printed either way.
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("ORDO_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        u64::try_from(nanos % u128::from(u64::MAX)).unwrap()
-    });
-    println!("{test}: ORDO_SEED={seed}");
-    seed
 }
 
 fn options(drift_bound_ppm: u64) -> SyncOptions {
@@ -251,7 +240,9 @@ fn run_virtual(seed: u64, scenario: Scenario) -> Report {
 
 #[test]
 fn intervals_contain_the_masters_time_when_drift_is_within_the_bound() {
-    let seed = seed("contained");
+    let guard =
+        ordo_seed::Seed::new("intervals_contain_the_masters_time_when_drift_is_within_the_bound");
+    let seed = guard.value();
     let started = Instant::now();
     let report = run_virtual(seed, CONTAINED);
     assert!(report.samples >= 10_000);
@@ -274,7 +265,9 @@ fn intervals_contain_the_masters_time_when_drift_is_within_the_bound() {
 
 #[test]
 fn intervals_miss_the_masters_time_when_drift_exceeds_the_bound() {
-    let seed = seed("negative");
+    let guard =
+        ordo_seed::Seed::new("intervals_miss_the_masters_time_when_drift_exceeds_the_bound");
+    let seed = guard.value();
     // Sparse syncs, followers 900 ppm off the CM, ε = 100 ppm: the drift the bounds allow for
     // falls behind the real one by 800 ppm, ~0.2 ms after 300 ms without a sync.
     let sparse = Scenario {
@@ -318,7 +311,9 @@ fn sync_loop(follower: &Node, cm: &Node, stop: &AtomicBool, seed: u64) {
 #[test]
 fn intervals_contain_the_masters_time_in_real_time_across_threads() {
     const RUN: Duration = Duration::from_millis(300);
-    let seed = seed("real_time");
+    let guard =
+        ordo_seed::Seed::new("intervals_contain_the_masters_time_in_real_time_across_threads");
+    let seed = guard.value();
     let mut rng = Rng::new(seed);
     let source = TimeSource::real(DEFAULT_START_NANOS);
     let nodes = cluster(&source, &mut rng, options(1_000), 900, false);
@@ -383,7 +378,8 @@ fn intervals_contain_the_masters_time_in_real_time_across_threads() {
 #[test]
 fn get_ts_increases_along_happens_before_across_nodes() {
     const ROUNDS: u64 = 300;
-    let seed = seed("happens_before");
+    let guard = ordo_seed::Seed::new("get_ts_increases_along_happens_before_across_nodes");
+    let seed = guard.value();
     let mut rng = Rng::new(seed);
     let source = TimeSource::real(DEFAULT_START_NANOS);
     let nodes = cluster(&source, &mut rng, options(1_000), 900, false);

@@ -482,6 +482,20 @@ pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, Dura
     Ok(prescan(storage, dir, threads, false, false)?.report())
 }
 
+/// Recovers `dir` without opening a database: replays the log records with `C < wts <= D`
+/// into the heap files, persists C := D and deletes the segments, exactly as an open does
+/// (the same scan and [`recovery`]'s `apply`), then lets go of the directory. Afterwards
+/// [`inspect`] finds nothing to replay. [`DurableError::NoDatabase`] for a directory without a
+/// manifest, [`DurableError::Locked`] while the database is open elsewhere; every check runs
+/// before the first write, so a directory that fails is left as it was.
+pub fn recover(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let scan = prescan(storage, dir, threads, true, true)?;
+    // Held until the files are replayed: no open may map them meanwhile.
+    let (report, _next_seq) = recovery::apply(storage, dir, scan)?;
+    Ok(report)
+}
+
 /// How long an open waits for a directory lock held by this process's last database: the lock
 /// is released when the database is dropped, which a background checkpoint in flight may delay
 /// by the length of that checkpoint. Another process's lock is reported after the same wait.

@@ -96,6 +96,9 @@ pub struct RecoveryReport {
     pub records: u64,
     /// Records with `C < wts <= D`, replayed (or to replay).
     pub records_replayed: u64,
+    /// Transactions those records hold (a large transaction is logged as several part
+    /// records).
+    pub transactions_replayed: u64,
     /// Valid records above D, dropped (never acknowledged in sync mode).
     pub records_beyond_marker: u64,
     /// Parts of transactions whose other parts are missing (a process-mode crash between a
@@ -403,6 +406,9 @@ pub(crate) fn scan(
             report.records_beyond_marker += 1;
         } else if r.ts > checkpoint {
             report.records_replayed += 1;
+            if r.part.is_none_or(|(index, _)| index == 0) {
+                report.transactions_replayed += 1;
+            }
         }
     }
     // An interrupted checkpoint may have left heap images up to H.

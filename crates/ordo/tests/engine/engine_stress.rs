@@ -46,6 +46,7 @@ fn counter_system() {
 /// including attempts that later abort — must see that total (opacity), in every isolation mode.
 #[test]
 fn every_attempt_sees_a_consistent_snapshot() {
+    let seed = &ordo_seed::Seed::new("every_attempt_sees_a_consistent_snapshot");
     for isolation in Isolation::ALL {
         let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
         let accounts: Vec<Addr> =
@@ -57,7 +58,7 @@ fn every_attempt_sees_a_consistent_snapshot() {
             for t in 0..2u64 {
                 let (db, accounts, stop) = (&db, &accounts, &stop);
                 s.spawn(move || {
-                    let mut rng = SmallRng::seed_from_u64(t);
+                    let mut rng = SmallRng::seed_from_u64(seed.derive(t));
                     for _ in 0..10_000 {
                         let (a, b) = (rng.random_range(0..16), rng.random_range(0..16));
                         let amount = rng.random_range(1..20);
@@ -121,12 +122,13 @@ fn every_attempt_sees_a_consistent_snapshot() {
 /// no two live objects share memory and no freed slot is read as live.
 #[test]
 fn heap_slots_are_never_shared() {
+    let seed = &ordo_seed::Seed::new("heap_slots_are_never_shared");
     let db = Arc::new(Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap());
     std::thread::scope(|s| {
         for t in 0..THREADS as u64 {
             let db = db.clone();
             s.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(100 + t);
+                let mut rng = SmallRng::seed_from_u64(seed.derive(100 + t));
                 let mut live: Vec<(Addr, Vec<u8>)> = Vec::new();
                 for i in 0..4_000u64 {
                     match rng.random_range(0..10) {

@@ -25,6 +25,7 @@ fn mv(blocks: usize, policy: BudgetPolicy, gc_interval_us: u64) -> Config {
 /// recycled, no history is truncated, and every scan commits a consistent snapshot.
 #[test]
 fn bounded_budget_survives_update_heavy_run_with_scans() {
+    let seed = &ordo_seed::Seed::new("bounded_budget_survives_update_heavy_run_with_scans");
     let db = Ordo::with_clock(mv(6, BudgetPolicy::Block, 200), SystemClock::new()).unwrap();
     let objects: Vec<Addr> =
         db.run(|tx| (0..64).map(|_| tx.alloc(&[0u64; 128])).collect()).unwrap();
@@ -33,7 +34,7 @@ fn bounded_budget_survives_update_heavy_run_with_scans() {
         for t in 0..2u64 {
             let (db, objects, stop) = (&db, &objects, &stop);
             s.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(t);
+                let mut rng = SmallRng::seed_from_u64(seed.derive(t));
                 for i in 0..15_000u64 {
                     let a = rng.random_range(0..64);
                     let b = (a + rng.random_range(1..64)) % 64;
@@ -125,6 +126,7 @@ fn zero_budget_is_a_config_error() {
 /// exactly the committed history replayed up to that timestamp.
 #[test]
 fn stale_snapshots_match_the_replayed_history() {
+    let seed = &ordo_seed::Seed::new("stale_snapshots_match_the_replayed_history");
     let db = Ordo::with_clock(mv(64, BudgetPolicy::Block, 0), LogicalClock::new()).unwrap();
     let objects: Vec<Addr> = db.run(|tx| (0..8).map(|_| tx.alloc(&0u64)).collect()).unwrap();
     let log: Mutex<Vec<(Timestamp, usize, u64)>> = Mutex::new(Vec::new());
@@ -133,7 +135,7 @@ fn stale_snapshots_match_the_replayed_history() {
         for t in 0..2u64 {
             let (db, objects, log) = (&db, &objects, &log);
             s.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(t + 10);
+                let mut rng = SmallRng::seed_from_u64(seed.derive(t + 10));
                 for i in 0..2_000u64 {
                     let k = rng.random_range(0..objects.len());
                     let v = (t << 32) | i;
@@ -160,7 +162,7 @@ fn stale_snapshots_match_the_replayed_history() {
         }
         state
     };
-    let mut rng = SmallRng::seed_from_u64(99);
+    let mut rng = SmallRng::seed_from_u64(seed.derive(99));
     for _ in 0..200 {
         let ts = Timestamp::from_nanos(rng.random_range(start.as_nanos()..=end.as_nanos()));
         let seen: Vec<u64> =

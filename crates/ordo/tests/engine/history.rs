@@ -1,7 +1,8 @@
 //! Randomised concurrent histories, checked by `ordo-check`: every isolation mode × the logical,
 //! system and skewed test clocks × single and multi-version × contended and uncontended key
 //! sets. Aborted attempts are
-//! recorded and checked too (opacity).
+//! recorded and checked too (opacity). Each test takes its seed from `ordo_seed` (printed as
+//! `ORDO_SEED=<n>`; set it to replay the same random choices).
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
 use crate::common;
@@ -30,7 +31,7 @@ fn check_mode<C: Clock>(
     let aborted = h.len() - h.committed();
     let verdict = common::check_isolation(isolation, &h);
     if let Err(v) = verdict {
-        panic!("{isolation:?}, {versions:?}, {keys} keys: {v}");
+        panic!("{isolation:?}, {versions:?}, {keys} keys, stream seed {seed}: {v}");
     }
     let planned = THREADS as usize * TXNS + 1;
     assert_eq!(
@@ -41,13 +42,14 @@ fn check_mode<C: Clock>(
     aborted
 }
 
-fn all_modes<C: Clock>(make: impl Fn() -> C) {
+fn all_modes<C: Clock>(test: &str, make: impl Fn() -> C) {
+    let seed = ordo_seed::Seed::new(test);
     let mut contended_aborts = 0;
     for (i, isolation) in Isolation::ALL.into_iter().enumerate() {
         for versions in [Versions::Single, Versions::Multi] {
             for keys in [3, 40] {
-                let seed = 7 + i as u64 * 100 + keys as u64;
-                let aborted = check_mode(make(), versions, keys, isolation, seed);
+                let stream = i as u64 * 100 + keys as u64 + versions as u64;
+                let aborted = check_mode(make(), versions, keys, isolation, seed.derive(stream));
                 if keys == 3 {
                     contended_aborts += aborted;
                 }
@@ -60,19 +62,19 @@ fn all_modes<C: Clock>(make: impl Fn() -> C) {
 
 #[test]
 fn logical_clock_histories_are_accepted() {
-    all_modes(LogicalClock::new);
+    all_modes("logical_clock_histories_are_accepted", LogicalClock::new);
 }
 
 #[test]
 fn system_clock_histories_are_accepted() {
-    all_modes(SystemClock::new);
+    all_modes("system_clock_histories_are_accepted", SystemClock::new);
 }
 
 /// Threads skewed up to the claimed boundary behind the reference: a truthful, but very uncertain
 /// clock. Commit waits are long (tens of µs), which widens every race window.
 #[test]
 fn skewed_test_clock_histories_are_accepted() {
-    all_modes(|| {
+    all_modes("skewed_test_clock_histories_are_accepted", || {
         TestClock::builder()
             .claimed_boundary_nanos(40_000)
             .skew_by_index(|i| ThreadSkew::offset(-((i as i64 * 13_000) % 40_000)))
@@ -85,6 +87,7 @@ fn skewed_test_clock_histories_are_accepted() {
 /// not, must have seen one snapshot (opacity), which the checker verifies either way.
 #[test]
 fn long_scans_racing_updates_are_opaque_in_both_version_modes() {
+    let seed = ordo_seed::Seed::new("long_scans_racing_updates_are_opaque_in_both_version_modes");
     for versions in [Versions::Multi, Versions::Single] {
         let db =
             Ordo::with_clock(Config { versions, ..Config::default() }, SystemClock::new()).unwrap();
@@ -94,8 +97,9 @@ fn long_scans_racing_updates_are_opaque_in_both_version_modes() {
         let mut committed_scans = 0;
         std::thread::scope(|s| {
             let (db, lists, rec) = (&db, &lists, &rec);
+            let seed = seed.derive(versions as u64);
             s.spawn(move || {
-                common::run_random(db, lists, rec, 2, 300, Options::default(), 5);
+                common::run_random(db, lists, rec, 2, 300, Options::default(), seed);
             });
             let mut v = 0;
             // A scan still aborts when it meets a locked head, so each one is retried (every
@@ -127,13 +131,16 @@ fn long_scans_racing_updates_are_opaque_in_both_version_modes() {
 #[test]
 fn lagging_writers_under_a_wide_boundary_keep_strict_histories_opaque() {
     const BOUNDARY_NS: i64 = 200_000;
+    let seed =
+        ordo_seed::Seed::new("lagging_writers_under_a_wide_boundary_keep_strict_histories_opaque");
     for versions in [Versions::Single, Versions::Multi] {
         for keys in [3, 40] {
             let clock = TestClock::builder()
                 .claimed_boundary_nanos(BOUNDARY_NS as u64)
                 .skew_by_index(|i| ThreadSkew::offset(if i % 2 == 1 { -BOUNDARY_NS } else { 0 }))
                 .build();
-            check_mode(clock, versions, keys, Isolation::StrictSerializable, 99 + keys as u64);
+            let stream = seed.derive(versions as u64 * 100 + keys as u64);
+            check_mode(clock, versions, keys, Isolation::StrictSerializable, stream);
         }
     }
 }

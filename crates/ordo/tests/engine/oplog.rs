@@ -48,13 +48,14 @@ impl Apply for Lists {
 /// `threads` threads append unique values to 3 keys and read whole lists, each operation
 /// recorded as a one-operation transaction; returns the recorder.
 fn run_lists<C: Clock>(clock: C, threads: usize, ops_per_thread: u64) -> Recorder {
+    let seed = &ordo_seed::Seed::new("run_lists");
     let log = Oplog::new(Lists::default(), clock, threads).unwrap();
     let rec = Recorder::new();
     std::thread::scope(|s| {
         for t in 0..threads {
             let (log, rec) = (&log, &rec);
             s.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(t as u64 + 11);
+                let mut rng = SmallRng::seed_from_u64(seed.derive(t as u64 + 11));
                 for i in 0..ops_per_thread {
                     let key = rng.random_range(0..3u64);
                     let mut tx = rec.begin(t as u32);
@@ -102,6 +103,7 @@ fn linearizable_with_a_clock_skewed_within_its_boundary() {
 /// snapshot: the final map must equal the replay of all updates in `(timestamp, thread)` order
 /// (stable within a thread), and each read the replay of the updates up to its cut.
 fn rmap_matches_replay<C: Clock>(clock: C, threads: usize, ops_per_thread: usize) {
+    let seed = &ordo_seed::Seed::new("rmap_matches_replay");
     type Snapshot = BTreeMap<u64, std::collections::BTreeSet<Mapping>>;
     let oplog = Oplog::new(Rmap::default(), clock, threads).unwrap();
     let logged = Mutex::new(Vec::<(Timestamp, usize, usize, RmapOp)>::new());
@@ -110,7 +112,7 @@ fn rmap_matches_replay<C: Clock>(clock: C, threads: usize, ops_per_thread: usize
         for t in 0..threads {
             let (oplog, logged, reads) = (&oplog, &logged, &reads);
             s.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(t as u64 + 3);
+                let mut rng = SmallRng::seed_from_u64(seed.derive(t as u64 + 3));
                 let mut mine = Vec::new();
                 for i in 0..ops_per_thread {
                     // Few pages and mappings shared by all threads: adds and removes of the

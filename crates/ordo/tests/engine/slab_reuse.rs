@@ -86,6 +86,7 @@ fn an_active_reader_keeps_the_slab() {
 /// reclaiming slabs between them; stamped objects must never share memory.
 #[test]
 fn reuse_under_concurrency_never_shares_slots() {
+    let seed = &ordo_seed::Seed::new("reuse_under_concurrency_never_shares_slots");
     let heap = HeapConfig { region_bytes: 48 * SLAB_BYTES, regions_max: 1 };
     let db = Ordo::with_clock(
         Config { heap, gc_interval_us: 100, ..Config::default() },
@@ -97,7 +98,7 @@ fn reuse_under_concurrency_never_shares_slots() {
         for t in 0..3u64 {
             let db = &db;
             s.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(t);
+                let mut rng = SmallRng::seed_from_u64(seed.derive(t));
                 for round in 0..12 {
                     let (lo, hi) = bands[(round + t as usize) % bands.len()];
                     let mut live: Vec<(Addr, Vec<u8>)> = Vec::new();

@@ -114,16 +114,17 @@ fn random_ops(rng: &mut SmallRng, keys: u32, writes_only: bool) -> Vec<Op> {
         .collect()
 }
 
-/// Runs `txs` transactions on one thread; returns the committed ones.
+/// Runs `txs` transactions on one thread, its choices drawn from `seed`; returns the committed
+/// ones.
 fn worker(
     db: &Ordo<LogicalClock>,
     options: Options,
     map: HashMap,
-    thread: usize,
+    (thread, seed): (usize, u64),
     txs: usize,
     keys: u32,
 ) -> Vec<Committed> {
-    let mut rng = SmallRng::seed_from_u64(0x5EED ^ thread as u64);
+    let mut rng = SmallRng::seed_from_u64(seed);
     let writes_only = !options.isolation.validates_reads();
     let mut committed = Vec::new();
     for seq in 0..txs {
@@ -172,14 +173,16 @@ fn race(
     txs: usize,
     keys: u32,
 ) -> Vec<Committed> {
+    let seed = &ordo_seed::Seed::new("race");
     let start = std::sync::Barrier::new(threads);
     let mut all: Vec<Committed> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let start = &start;
+                let thread_seed = seed.derive(t as u64);
                 s.spawn(move || {
                     start.wait();
-                    worker(db, options, map, t, txs, keys)
+                    worker(db, options, map, (t, thread_seed), txs, keys)
                 })
             })
             .collect();

@@ -56,7 +56,7 @@ fn tx_strategy() -> impl Strategy<Value = (Vec<Op>, End)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ordo_seed::proptest_config("map_matches_btreemap", 48))]
 
     #[test]
     fn map_matches_btreemap(

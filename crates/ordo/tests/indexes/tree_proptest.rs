@@ -53,7 +53,7 @@ fn txs() -> impl Strategy<Value = Vec<(Vec<Op>, bool)>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ordo_seed::proptest_config("tree_matches_btreemap", 256))]
 
     #[test]
     fn tree_matches_btreemap(txs in txs()) {

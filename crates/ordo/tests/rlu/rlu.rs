@@ -24,10 +24,11 @@ fn options(capacity_nodes: usize, max_threads: usize) -> RluOptions {
 
 #[test]
 fn rlu_set_matches_btreeset_single_thread() {
+    let seed = &ordo_seed::Seed::new("rlu_set_matches_btreeset_single_thread");
     let set = RluHashSet::new(LogicalClock::new(), 7, options(1_000, 4)).unwrap();
     let mut h = set.handle().unwrap();
     let mut model = BTreeSet::new();
-    let mut rng = SmallRng::seed_from_u64(1);
+    let mut rng = SmallRng::seed_from_u64(seed.derive(1));
     for _ in 0..5_000 {
         let k = rng.random_range(0..200u64);
         match rng.random_range(0..3) {
@@ -41,10 +42,11 @@ fn rlu_set_matches_btreeset_single_thread() {
 
 #[test]
 fn txn_set_matches_btreeset_single_thread() {
+    let seed = &ordo_seed::Seed::new("txn_set_matches_btreeset_single_thread");
     let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
     let set = TxnHashSet::create(&db, 7).unwrap();
     let mut model = BTreeSet::new();
-    let mut rng = SmallRng::seed_from_u64(2);
+    let mut rng = SmallRng::seed_from_u64(seed.derive(2));
     for _ in 0..3_000 {
         let k = rng.random_range(0..200u64);
         match rng.random_range(0..3) {
@@ -146,6 +148,7 @@ fn snapshot_stress<C: Clock>(clock: C) {
 on_every_clock!(snapshots_are_consistent_logical, snapshots_are_consistent_skewed_test_clock, snapshots_are_consistent_ordo => snapshot_stress());
 
 fn rlu_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) {
+    let seed = &ordo_seed::Seed::new("rlu_linearizable");
     let set = RluHashSet::new(clock, BUCKETS as usize, options(256, 8)).unwrap();
     let hist = SetHistory::default();
     std::thread::scope(|s| {
@@ -153,7 +156,7 @@ fn rlu_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) {
             let (set, hist) = (&set, &hist);
             s.spawn(move || {
                 let mut h = set.handle().unwrap();
-                let mut rng = SmallRng::seed_from_u64(u64::from(p) + 10);
+                let mut rng = SmallRng::seed_from_u64(seed.derive(u64::from(p) + 10));
                 for i in 1..=ops {
                     let (k, kind) = pick(&mut rng);
                     let tag = (u64::from(p) + 1) << 32 | i;
@@ -167,6 +170,7 @@ fn rlu_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) {
 }
 
 fn txn_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) {
+    let seed = &ordo_seed::Seed::new("txn_linearizable");
     let db = Ordo::with_clock(Config::default(), clock).unwrap();
     let set = TxnHashSet::create(&db, BUCKETS as usize).unwrap();
     let hist = SetHistory::default();
@@ -174,7 +178,7 @@ fn txn_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) {
         for p in 0..threads {
             let (set, hist, db) = (&set, &hist, &db);
             s.spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(u64::from(p) + 20);
+                let mut rng = SmallRng::seed_from_u64(seed.derive(u64::from(p) + 20));
                 for i in 1..=ops {
                     let (k, kind) = pick(&mut rng);
                     let tag = (u64::from(p) + 1) << 32 | i;
@@ -203,6 +207,7 @@ on_every_clock!(txn_set_is_linearizable_logical, txn_set_is_linearizable_skewed_
 /// equals the initial size plus successful inserts minus successful removes.
 #[test]
 fn concurrent_counts_add_up() {
+    let seed = &ordo_seed::Seed::new("concurrent_counts_add_up");
     let set = Arc::new(RluHashSet::new(LogicalClock::new(), 16, options(2_000, 8)).unwrap());
     let totals: Vec<i64> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..4u64)
@@ -210,7 +215,7 @@ fn concurrent_counts_add_up() {
                 let set = Arc::clone(&set);
                 s.spawn(move || {
                     let mut h = set.handle().unwrap();
-                    let mut rng = SmallRng::seed_from_u64(t);
+                    let mut rng = SmallRng::seed_from_u64(seed.derive(t));
                     let mut net = 0i64;
                     for _ in 0..2_000 {
                         let k = rng.random_range(0..400u64);

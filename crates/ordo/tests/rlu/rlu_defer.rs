@@ -38,6 +38,7 @@ fn deferring(capacity_nodes: usize, max_threads: usize, limit: usize) -> RluOpti
 
 /// Threads run tagged set operations with deferral (limit 4); returns the summed counters.
 fn deferred_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) -> RluStats {
+    let seed = &ordo_seed::Seed::new("deferred_linearizable");
     let set = RluHashSet::new(clock, BUCKETS as usize, deferring(256, 8, 4)).unwrap();
     let hist = SetHistory::default();
     let stats: Vec<RluStats> = std::thread::scope(|s| {
@@ -46,7 +47,7 @@ fn deferred_linearizable<C: Clock>(clock: C, threads: u32, ops: u64) -> RluStats
                 let (set, hist) = (&set, &hist);
                 s.spawn(move || {
                     let mut h = set.handle().unwrap();
-                    let mut rng = SmallRng::seed_from_u64(u64::from(p) + 30);
+                    let mut rng = SmallRng::seed_from_u64(seed.derive(u64::from(p) + 30));
                     let mut pending = Vec::new();
                     for i in 1..=ops {
                         let (k, kind) = pick(&mut rng);
@@ -95,11 +96,12 @@ on_every_clock!(
 /// handle, after each flush, sees the same set.
 #[test]
 fn deferred_set_matches_btreeset_with_a_small_log() {
+    let seed = &ordo_seed::Seed::new("deferred_set_matches_btreeset_with_a_small_log");
     let options = RluOptions { log_capacity: 4, ..deferring(1_000, 4, 100) };
     let set = RluHashSet::new(LogicalClock::new(), 5, options).unwrap();
     let mut h = set.handle().unwrap();
     let mut model = BTreeSet::new();
-    let mut rng = SmallRng::seed_from_u64(5);
+    let mut rng = SmallRng::seed_from_u64(seed.derive(5));
     for i in 0..3_000 {
         let k = rng.random_range(0..60u64);
         match rng.random_range(0..3) {
