@@ -1,5 +1,6 @@
 //! `--cluster N` of `ordo bench ycsb` and `ordo bench tpcc`: the workload on an in-process
-//! loopback cluster of N nodes through one cluster client (`ordo_bench::cluster`), with the
+//! loopback cluster of N nodes (or a running one: `--cluster-dir DIR`, `--cluster-addr
+//! ADDR,...`) through one cluster client (`ordo_bench::cluster`), with the
 //! harness's summary and checks plus two lines per cell: network round trips per commit and the
 //! share of thread time spent waiting out write-timestamp uncertainty.
 //!
@@ -22,7 +23,7 @@ use crate::error::CliError;
 /// more threads than cores help).
 pub(crate) const LOAD_THREADS: usize = 8;
 
-/// `--cluster` and `--cluster-dir`.
+/// `--cluster`, `--cluster-dir` and `--cluster-addr`.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ClusterArgs {
     /// Run on an in-process loopback cluster of N nodes (2..=16; one region each, backed up on
@@ -33,8 +34,18 @@ pub(crate) struct ClusterArgs {
     pub(crate) cluster: Option<usize>,
     /// Run on the running cluster of `ordo cluster up --dir DIR` (its `cluster.json`: name,
     /// member addresses, secret) through a cluster client.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "cluster_addr")]
     pub(crate) cluster_dir: Option<std::path::PathBuf>,
+    /// Run on a running cluster reached at these member addresses (`host:port,...`; any one
+    /// that answers gives the configuration), with `--cluster-name` and `--secret-file`.
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',', conflicts_with = "cluster")]
+    pub(crate) cluster_addr: Option<Vec<String>>,
+    /// The running cluster's name (with `--cluster-addr`).
+    #[arg(long, value_name = "NAME", default_value = "dev", requires = "cluster_addr")]
+    pub(crate) cluster_name: String,
+    /// The running cluster's secret file (with `--cluster-addr`).
+    #[arg(long, value_name = "FILE", requires = "cluster_addr")]
+    pub(crate) secret_file: Option<std::path::PathBuf>,
 }
 
 /// Where a cluster run goes.
@@ -76,20 +87,36 @@ impl ClusterArgs {
         common: &CommonBenchArgs,
         durability: &Durability,
     ) -> Result<Option<ClusterTarget>, CliError> {
-        if (self.cluster.is_some() || self.cluster_dir.is_some()) && common.clock_given() {
+        let running = self.cluster_dir.is_some() || self.cluster_addr.is_some();
+        if (self.cluster.is_some() || running) && common.clock_given() {
             return Err(CliError::Usage(
                 "a cluster run uses the cluster's synchronised clock; --clock does not apply"
                     .into(),
             ));
         }
-        if let Some(dir) = &self.cluster_dir {
-            if durability.mode.is_some() {
-                return Err(CliError::Usage(
-                    "--cluster-dir: the running cluster's node files decide durability; \
-                     use --durability none"
-                        .into(),
-                ));
+        if running && durability.mode.is_some() {
+            return Err(CliError::Usage(
+                "a running cluster's node files decide durability; use --durability none".into(),
+            ));
+        }
+        if let Some(addrs) = &self.cluster_addr {
+            let addrs: Vec<String> =
+                addrs.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+            if addrs.is_empty() {
+                return Err(CliError::Usage("--cluster-addr: no address given".into()));
             }
+            let Some(secret_file) = self.secret_file.clone() else {
+                return Err(CliError::Usage(
+                    "--cluster-addr needs --secret-file (the cluster's secret)".into(),
+                ));
+            };
+            return Ok(Some(ClusterTarget::Running(cluster::Running {
+                name: self.cluster_name.clone(),
+                addrs,
+                secret_file,
+            })));
+        }
+        if let Some(dir) = &self.cluster_dir {
             let state = ordo_cluster::local::load_state(dir)
                 .map_err(|e| CliError::Usage(format!("--cluster-dir {}: {e}", dir.display())))?;
             return Ok(Some(ClusterTarget::Running(cluster::Running {

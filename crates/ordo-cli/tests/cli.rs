@@ -414,6 +414,30 @@ fn cluster_up_status_down() {
 
     let state: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    // A benchmark on the running cluster, reached by its addresses.
+    let addrs: Vec<&str> =
+        (0..3).map(|i| state["nodes"][i]["addr"].as_str().unwrap()).collect::<Vec<_>>();
+    let (addrs, secret) = (addrs.join(","), state["secret_file"].as_str().unwrap().to_string());
+    let out = succeeds(&[
+        "bench",
+        "ycsb",
+        "--cluster-addr",
+        &addrs,
+        "--secret-file",
+        &secret,
+        "--mix",
+        "a",
+        "--rows",
+        "200",
+        "--threads",
+        "1",
+        "--duration",
+        "50ms",
+        "--repetitions",
+        "1",
+    ]);
+    assert_rows(&out, &["ycsb a cluster3", "network round trips per commit"]);
+    refused(&["bench", "ycsb", "--cluster-addr", &addrs], "needs --secret-file");
     let pid = state["nodes"][2]["pid"].as_u64().unwrap();
     Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
     // The CM suspects it within two lease periods (50 ms); the status table shows it (polled,
