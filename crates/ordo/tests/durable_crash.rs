@@ -93,7 +93,8 @@ fn read_acks(dir: &Path) -> Vec<u64> {
 }
 
 fn crash_loop(mode: Mode) {
-    let dir = temp_dir(&format!("crash-{}", mode.name()));
+    // Real files: the child process is killed, and its page cache must survive it.
+    let dir = os_temp_dir(&format!("crash-{}", mode.name()));
     let addrs = {
         let db = open(config(&dir, mode, None)).unwrap();
         db.run(|tx| {
