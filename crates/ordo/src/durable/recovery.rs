@@ -612,7 +612,7 @@ pub(crate) fn apply(
     report.sync_ns = phase.elapsed().as_nanos() as u64;
     let phase = Instant::now();
     let paths: Vec<PathBuf> = segs.iter().map(|s| s.path.clone()).collect();
-    // Unmap before deleting (see `segmap`).
+    // Unmap before deleting (see `crate::mapping`: `FileBytes::map_file`).
     drop(segs);
     for path in &paths {
         storage.remove(path).map_err(io("remove", path))?;
