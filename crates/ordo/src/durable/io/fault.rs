@@ -8,8 +8,8 @@
 //!
 //! Undo is by before-images, per file ([`StorageFile::file_id`], so it follows renames): a
 //! write first saves the bytes it overwrites (and the file's length the first time),
-//! `sync_data` forgets them. A file opened read-only is undone through the handle of the first
-//! writable handle that changed it. Renames over an existing file and removals keep the old
+//! `sync_data` forgets them. A file opened read-only is undone through the first writable
+//! handle that changed it. Renames over an existing file and removals keep the old
 //! file under a hidden name until the directory is synced, so they can be undone as well.
 //!
 //! Everything, the undo included, goes through the inner storage's own trait methods, so the

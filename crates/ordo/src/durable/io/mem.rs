@@ -120,6 +120,7 @@ impl Pages {
             done += n;
         }
         self.len_bytes = self.len_bytes.max(offset + buf.len() as u64);
+        debug_assert!(self.zero_past_end(), "bytes past the end of a file");
     }
 
     fn set_len(&mut self, len_bytes: u64) {
@@ -135,6 +136,17 @@ impl Pages {
             }
         }
         self.len_bytes = len_bytes;
+        debug_assert!(self.zero_past_end(), "bytes past the end of a file");
+    }
+
+    /// The module invariant: no page past the length, and zeros after it in the last page.
+    fn zero_past_end(&self) -> bool {
+        let first_gone = self.len_bytes.div_ceil(PAGE_BYTES as u64);
+        let in_page = (self.len_bytes % PAGE_BYTES as u64) as usize;
+        let last = self.len_bytes / PAGE_BYTES as u64;
+        self.pages.range(first_gone..).next().is_none()
+            && (in_page == 0
+                || self.pages.get(&last).is_none_or(|p| p[in_page..].iter().all(|&b| b == 0)))
     }
 
     /// Copies the first `out.len()` bytes (inside the file) into `out`, which is zero already.
