@@ -1,8 +1,12 @@
 //! Durability: SPHT's shadow-paged heap, per-thread redo logs and group-commit marker, on files
 //! (DESIGN §5; SPHT Alg. 3, 4, 5).
 //!
-//! * **Heap**: one file per region (`region-NNNNN.heap`). The working copy is a `MAP_PRIVATE`
-//!   mapping of it — copy-on-write DRAM pages, SPHT's shadow copy — and is never written back.
+//! * **Storage** ([`io`]): every file operation, and the making of the heap's working copies,
+//!   goes through the [`io::Storage`] seam: real files ([`io::RealStorage`], the default), files
+//!   in memory ([`io::MemStorage`]), or either under [`io::FaultStorage`] (power loss, errnos).
+//! * **Heap**: one file per region (`region-NNNNN.heap`). The working copy is private memory
+//!   made from it by the storage ([`io::StorageFile::map_private`]): on real files a
+//!   `MAP_PRIVATE` mapping — copy-on-write DRAM pages, SPHT's shadow copy — never written back.
 //!   The files change only by replaying log records (at open, see [`recovery`]).
 //! * **Logs** (module `log`): the committing thread builds one redo record `{wts, [(addr, image)],
 //!   crc32c}` of its whole write set inside `commit_backup`, while it still holds its locks
