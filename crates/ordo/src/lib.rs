@@ -44,6 +44,8 @@ pub mod heap;
 mod le_bytes;
 #[cfg(not(loom))]
 pub mod map;
+#[cfg(not(loom))]
+mod mapping;
 pub mod marker;
 #[cfg(not(loom))]
 mod mvcc;

@@ -111,7 +111,8 @@ fn crash_loop(mode: Mode) {
     let trials: Option<u64> = std::env::var(TRIALS_ENV).ok().map(|t| {
         t.parse().unwrap_or_else(|_| panic!("{TRIALS_ENV}={t:?} is not a number of trials"))
     });
-    let dir = temp_dir(&format!("crash-{}", mode.name()));
+    // Real files: the child process is killed, and its page cache must survive it.
+    let dir = os_temp_dir(&format!("crash-{}", mode.name()));
     let addrs = {
         let db = open(config(&dir, mode, None)).unwrap();
         db.run(|tx| {

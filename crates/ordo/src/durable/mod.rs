@@ -1,8 +1,12 @@
 //! Durability: SPHT's shadow-paged heap, per-thread redo logs and group-commit marker, on files
 //! (DESIGN §5; SPHT Alg. 3, 4, 5).
 //!
-//! * **Heap**: one file per region (`region-NNNNN.heap`). The working copy is a `MAP_PRIVATE`
-//!   mapping of it — copy-on-write DRAM pages, SPHT's shadow copy — and is never written back.
+//! * **Storage** ([`io`]): every file operation, and the making of the heap's working copies,
+//!   goes through the [`io::Storage`] seam: real files ([`io::RealStorage`], the default), files
+//!   in memory ([`io::MemStorage`]), or either under [`io::FaultStorage`] (power loss, errnos).
+//! * **Heap**: one file per region (`region-NNNNN.heap`). The working copy is private memory
+//!   made from it by the storage ([`io::StorageFile::map_private`]): on real files a
+//!   `MAP_PRIVATE` mapping — copy-on-write DRAM pages, SPHT's shadow copy — never written back.
 //!   The files change only by replaying log records (at open, see [`recovery`]).
 //! * **Logs** (module `log`): the committing thread builds one redo record `{wts, [(addr, image)],
 //!   crc32c}` of its whole write set inside `commit_backup`, while it still holds its locks
@@ -52,7 +56,6 @@ pub mod format;
 pub mod io;
 pub(crate) mod log;
 pub mod recovery;
-mod segmap;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -135,7 +138,9 @@ pub struct DurableConfig {
     /// otherwise stall the committers that need it. Off, segments are created on demand
     /// (tests that count segment files turn it off).
     pub preallocate_segments: bool,
-    /// The file system seam (tests pass an [`io::FaultStorage`]).
+    /// The storage seam: [`io::RealStorage`] (the default), [`io::MemStorage`] (files in
+    /// memory: tests of logic, simulations), or an [`io::FaultStorage`] on top of either
+    /// (power loss and injected errors).
     pub storage: Arc<dyn Storage>,
     /// Test-only switches that break the marker (negative tests).
     #[cfg(feature = "shortcuts")]
@@ -179,7 +184,31 @@ impl DurableConfig {
         }
     }
 
-    /// The same, over another storage.
+    /// The same, over another storage: [`io::MemStorage`] keeps the database in memory (it
+    /// outlives the database: open it again on a clone of the same storage to find it as a
+    /// restarted process would), [`io::FaultStorage`] adds power loss and injected errors.
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::Arc;
+    /// use ordo::durable::io::MemStorage;
+    /// use ordo::durable::{DurableConfig, Mode};
+    /// use ordo::{Config, Ordo};
+    ///
+    /// let storage = MemStorage::new();
+    /// let config = || Config {
+    ///     durability: Some(
+    ///         DurableConfig::new("/db", Mode::Sync).with_storage(Arc::new(storage.clone())),
+    ///     ),
+    ///     ..Config::default()
+    /// };
+    /// let db = Ordo::open_durable(config(), ordo_clock::LogicalClock::starting_at)?;
+    /// let a = db.run(|tx| tx.alloc(&7u64))?;
+    /// drop(db);
+    /// let db = Ordo::open_durable(config(), ordo_clock::LogicalClock::starting_at)?;
+    /// assert_eq!(db.run(|tx| tx.read::<u64>(a))?, 7);
+    /// # Ok::<(), ordo::Error>(())
+    /// ```
     pub fn with_storage(mut self, storage: Arc<dyn Storage>) -> Self {
         self.storage = storage;
         self
@@ -320,7 +349,7 @@ impl HeapFiles {
         let next = format::Manifest { regions: m.regions.max(id as u64 + 1), ..*m };
         next.write(&*self.storage, &self.dir).map_err(|e| Error::Durable(Arc::new(e)))?;
         *m = next;
-        RegionMemory::private_file(f.os_file(), bytes).map_err(err("mmap"))
+        f.map_private(bytes).map(RegionMemory::new).map_err(err("mmap"))
     }
 }
 
@@ -441,7 +470,9 @@ pub(crate) fn open(
         let f = storage.open(&path, false).map_err(|source| {
             wrap(DurableError::HeapFile { path: path.clone(), reason: source.to_string() })
         })?;
-        let mem = RegionMemory::private_file(f.os_file(), region_bytes)
+        let mem = f
+            .map_private(region_bytes)
+            .map(RegionMemory::new)
             .map_err(|source| wrap(DurableError::Io { op: "mmap", path: path.clone(), source }))?;
         regions.push(Some(mem));
     }
@@ -537,10 +568,9 @@ pub(crate) fn prescan(
     replay: bool,
     exclusive: bool,
 ) -> Result<recovery::Scan, DurableError> {
-    let lock = match std::fs::metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        _ => Some(lock_dir(storage, dir, exclusive)?),
-    };
+    // A missing directory is `NoDatabase` (from the lock, or from the listing below where a
+    // storage does not lock).
+    let lock = Some(lock_dir(storage, dir, exclusive)?);
     let names = storage.list(dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             DurableError::NoDatabase { dir: dir.to_path_buf() }

@@ -11,7 +11,8 @@
 //! file and offset: every record at or below D was flushed before D was, so a bad one there is
 //! corruption, never a crash artefact. A segment shorter than its header says is an error too.
 //!
-//! The scan maps every segment read-only (no copy of the log; see `segmap`) and checks the
+//! The scan maps every segment read-only (no copy of the log on real files; see
+//! [`StorageFile::map_read`]) and checks the
 //! segments on `threads` threads at once (segments are independent; results are merged in
 //! segment order, so the error reported for a bad directory does not depend on timing). Each
 //! record is checked with one crc32c call over its bytes and decoded in place, without
@@ -45,8 +46,8 @@ use rustc_hash::FxHashMap;
 
 use super::DurableError;
 use super::format::{self, KIND_MARKER, Manifest, NotRecord, SEGMENT_HEADER_BYTES, SegmentHeader};
+use super::io::FileBytes;
 use super::io::{Storage, StorageFile};
-use super::segmap::SegmentBytes;
 use crate::addr::Addr;
 
 /// A record dropped because it was torn (beyond the marker).
@@ -131,7 +132,7 @@ pub struct RecoveryReport {
 struct Seg {
     path: PathBuf,
     header: SegmentHeader,
-    bytes: SegmentBytes,
+    bytes: FileBytes,
 }
 
 /// A valid transaction record's place.
@@ -303,8 +304,7 @@ pub(crate) fn scan(
                 ),
             });
         }
-        let bytes = SegmentBytes::map(f.os_file(), header.file_bytes() as usize)
-            .map_err(io("mmap", &path))?;
+        let bytes = f.map_read(header.file_bytes() as usize).map_err(io("mmap", &path))?;
         segs.push(Seg { path, header, bytes });
     }
 
@@ -618,7 +618,7 @@ pub(crate) fn apply(
     report.sync_ns = phase.elapsed().as_nanos() as u64;
     let phase = Instant::now();
     let paths: Vec<PathBuf> = segs.iter().map(|s| s.path.clone()).collect();
-    // Unmap before deleting (see `segmap`).
+    // Unmap before deleting (see `crate::mapping`: `FileBytes::map_file`).
     drop(segs);
     for path in &paths {
         storage.remove(path).map_err(io("remove", path))?;

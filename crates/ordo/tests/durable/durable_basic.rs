@@ -47,10 +47,13 @@ fn check(db: &Db, addrs: &[Addr]) {
     }
 }
 
+/// On both backends: in memory for the logic, on real files for the OS path (the heap files'
+/// `MAP_PRIVATE` mappings, the segments' read-only ones).
 #[test]
 fn reopen_replays_both_modes_and_rebuilds_allocation() {
-    for mode in [Mode::Process, Mode::Sync] {
-        let dir = temp_dir("reopen");
+    let runs = [Backend::Mem, Backend::Os].map(|b| [(b, Mode::Process), (b, Mode::Sync)]);
+    for (backend, mode) in runs.into_iter().flatten() {
+        let dir = temp_dir_on(backend, "reopen");
         let addrs = {
             let db = open(config(&dir, mode, None)).unwrap();
             let addrs = populate(&db, 300);
@@ -98,7 +101,7 @@ fn reopen_replays_both_modes_and_rebuilds_allocation() {
                 assert_eq!(db.run(|tx| tx.read::<u64>(*a)).unwrap(), v, "object {i}");
             }
         }
-        let _ = std::fs::remove_dir_all(&dir);
+        remove_dir_all(&dir);
     }
 }
 
@@ -131,7 +134,7 @@ fn sync_mode_groups_and_counts_flushes() {
     drop(db);
     let db = open(config(&dir, Mode::Sync, None)).unwrap();
     assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 200);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 /// Writes a database with several segments and returns its directory (logs not yet folded).
@@ -162,55 +165,54 @@ fn assert_open_fails_unchanged(
 fn flipped_byte_below_marker_is_an_error_naming_file_and_offset() {
     let (dir, _) = crashed_db(Mode::Sync);
     let seg = &segments(&dir)[0];
-    let mut bytes = std::fs::read(seg).unwrap();
+    let mut bytes = read_file(seg);
     // Flip a byte inside the first record of the first chunk (its payload).
     bytes[4096 + 40] ^= 0x01;
-    std::fs::write(seg, &bytes).unwrap();
+    write_file(seg, &bytes);
     assert_open_fails_unchanged(
         &dir,
         Mode::Sync,
         |e| matches!(e, DurableError::BadFile { path, offset: 4096, .. } if path == seg),
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 #[test]
 fn truncated_segment_is_an_error() {
     let (dir, _) = crashed_db(Mode::Process);
     let seg = &segments(&dir)[0];
-    let f = std::fs::OpenOptions::new().write(true).open(seg).unwrap();
-    f.set_len(10_000).unwrap();
+    set_file_len(seg, 10_000);
     assert_open_fails_unchanged(
         &dir,
         Mode::Process,
         |e| matches!(e, DurableError::BadFile { path, offset: 10_000, .. } if path == seg),
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 #[test]
 fn missing_heap_file_is_an_error() {
     let (dir, _) = crashed_db(Mode::Process);
-    std::fs::remove_file(dir.join("region-00000.heap")).unwrap();
+    remove_file(&dir.join("region-00000.heap"));
     assert_open_fails_unchanged(&dir, Mode::Process, |e| {
         matches!(e, DurableError::HeapFile { .. })
     });
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 #[test]
 fn incompatible_format_version_is_a_typed_error() {
     let (dir, _) = crashed_db(Mode::Process);
     let path = dir.join("MANIFEST");
-    let mut b = std::fs::read(&path).unwrap();
+    let mut b = read_file(&path);
     b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
-    std::fs::write(&path, &b).unwrap();
+    write_file(&path, &b);
     assert_open_fails_unchanged(
         &dir,
         Mode::Process,
         |e| matches!(e, DurableError::FormatVersion { found, .. } if *found == FORMAT_VERSION + 1),
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 #[test]
@@ -218,7 +220,7 @@ fn torn_tail_beyond_marker_is_dropped_and_reported() {
     let (dir, addrs) = crashed_db(Mode::Process);
     // Append garbage after the last record of chunk 0: a torn write.
     let seg = &segments(&dir)[0];
-    let mut bytes = std::fs::read(seg).unwrap();
+    let mut bytes = read_file(seg);
     let chunk = &bytes[4096..4096 + (64 << 10)];
     let mut pos = 0;
     while let Ok(r) = ordo::durable::format::decode_record(&chunk[pos..]) {
@@ -226,13 +228,13 @@ fn torn_tail_beyond_marker_is_dropped_and_reported() {
     }
     assert!(pos > 0);
     bytes[4096 + pos..4096 + pos + 16].copy_from_slice(&[0xAB; 16]);
-    std::fs::write(seg, &bytes).unwrap();
+    write_file(seg, &bytes);
     let db = open(config(&dir, Mode::Process, None)).unwrap();
     let report = db.recovery_report().unwrap();
     assert_eq!(report.torn.len(), 1, "{report:?}");
     assert_eq!(report.torn[0].offset, 4096 + pos as u64);
     check(&db, &addrs);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 /// Every later write to a log segment file (creating one included) fails with `ENOSPC`.
@@ -266,7 +268,7 @@ fn assert_no_space<T: std::fmt::Debug>(r: Result<T, Error>) {
 fn a_full_disk_while_preallocating_a_segment_aborts_the_commit_and_loses_nothing() {
     for mode in [Mode::Sync, Mode::Process] {
         let dir = temp_dir("enospc-create");
-        let fs = FaultStorage::new();
+        let fs = fault_storage(&dir);
         let make = |storage: Option<Arc<dyn ordo::durable::io::Storage>>| {
             let mut c = config(&dir, mode, storage);
             let d = c.durability.as_mut().unwrap();
@@ -293,7 +295,7 @@ fn a_full_disk_while_preallocating_a_segment_aborts_the_commit_and_loses_nothing
         let db = open(make(None)).unwrap();
         assert_eq!(db.run(|tx| tx.read_bytes(a)).unwrap()[0], 8, "{mode:?}");
         drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
+        remove_dir_all(&dir);
     }
 }
 
@@ -304,7 +306,7 @@ fn a_full_disk_while_preallocating_a_segment_aborts_the_commit_and_loses_nothing
 #[test]
 fn a_failed_log_write_poisons_the_log_and_loses_nothing_acknowledged() {
     let dir = temp_dir("enospc-write");
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     let db = open(config(&dir, Mode::Sync, Some(Arc::new(fs.clone())))).unwrap();
     let a = db.run(|tx| tx.alloc(&5u64)).unwrap();
     fail_segment_writes(&fs);
@@ -322,7 +324,7 @@ fn a_failed_log_write_poisons_the_log_and_loses_nothing_acknowledged() {
     let db = open(config(&dir, Mode::Sync, None)).unwrap();
     assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 5);
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 #[test]
@@ -333,12 +335,19 @@ fn clock_behind_the_recovered_state_is_refused() {
         Err(Error::Durable(e)) => assert!(matches!(*e, DurableError::ClockBehind { .. })),
         other => panic!("expected ClockBehind, got {:?}", other.err()),
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
+/// On real files (`flock` on the directory) and in memory (the storage's lock table).
 #[test]
 fn a_directory_is_opened_by_one_database_at_a_time() {
-    let dir = temp_dir("lock");
+    for backend in [Backend::Os, Backend::Mem] {
+        one_database_at_a_time(backend);
+    }
+}
+
+fn one_database_at_a_time(backend: Backend) {
+    let dir = temp_dir_on(backend, "lock");
     let db = open(config(&dir, Mode::Process, None)).unwrap();
     let a = db.run(|tx| tx.alloc(&7u64)).unwrap();
     // A second writer would append to the same segments and replay over the same heap files.
@@ -350,13 +359,15 @@ fn a_directory_is_opened_by_one_database_at_a_time() {
     }
     assert_eq!(before, snapshot(&dir), "the refused open changed the directory");
     // A reader would map segments that are being written.
-    let r = ordo::durable::inspect(&ordo::durable::io::RealStorage, &dir);
+    let r = ordo::durable::inspect(&*storage_of(&dir), &dir);
     assert!(matches!(r, Err(DurableError::Locked { .. })), "{r:?}");
     drop(db);
     // Released with the database: readers and the next writer get in.
-    ordo::durable::inspect(&ordo::durable::io::RealStorage, &dir).unwrap();
+    ordo::durable::inspect(&*storage_of(&dir), &dir).unwrap();
     let db = open(config(&dir, Mode::Process, None)).unwrap();
-    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 7);
+    assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 7, "{backend:?}");
+    drop(db);
+    remove_dir_all(&dir);
 }
 
 /// The preallocation thread keeps one segment ready beyond the one in use: the next chunk
@@ -366,7 +377,7 @@ fn a_directory_is_opened_by_one_database_at_a_time() {
 #[test]
 fn a_spare_segment_is_created_ahead_and_an_unused_one_is_harmless() {
     let dir = temp_dir("spare");
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     let make = |storage: Option<Arc<dyn ordo::durable::io::Storage>>| {
         let mut c = config(&dir, Mode::Sync, storage);
         let d = c.durability.as_mut().unwrap();
@@ -403,5 +414,5 @@ fn a_spare_segment_is_created_ahead_and_an_unused_one_is_harmless() {
     let db = open(make(None)).unwrap();
     assert_eq!(db.run(|tx| tx.read_bytes(a)).unwrap()[0], 3);
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use durable_common::*;
 use ordo::durable::Mode;
 use ordo::durable::format::SEGMENT_HEADER_BYTES;
-use ordo::durable::io::{FaultOp, FaultRule, FaultStorage, Storage};
+use ordo::durable::io::{FaultOp, FaultRule, Storage};
 use ordo::{Addr, Config, Error, Options};
 
 /// 4 KiB chunks, `chunks_per_segment` of them per segment.
@@ -59,7 +59,7 @@ fn check_recovered(dir: &Path, cfg: Config, a: Addr, b: Addr) {
     let db = open(cfg).unwrap();
     let (va, vb) = db.run(|tx| Ok::<_, Error>((tx.read_bytes(a)?[0], tx.read::<u64>(b)?))).unwrap();
     drop(db);
-    let _ = std::fs::remove_dir_all(dir);
+    remove_dir_all(dir);
     assert!(
         (va, vb) == (0, 0) || (va, vb) == (1, 11),
         "recovered a[0] = {va}, b = {vb}: a marker was trusted without the records it covers"
@@ -70,7 +70,7 @@ fn check_recovered(dir: &Path, cfg: Config, a: Addr, b: Addr) {
 fn marker_flushed_before_the_records_of_another_segment_is_not_trusted() {
     let dir = temp_dir("group-segments");
     let (a, b) = two_objects(&dir);
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     // One chunk per segment: the round writes two files, and a crash can fall between their
     // flushes.
     let db = open(small_chunks(&dir, Some(Arc::new(fs.clone())), 1)).unwrap();
@@ -101,7 +101,7 @@ fn marker_flushed_before_the_records_of_another_segment_is_not_trusted() {
 fn marker_written_before_the_records_of_another_chunk_is_not_trusted() {
     let dir = temp_dir("group-chunks");
     let (a, b) = two_objects(&dir);
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     // Two chunks per segment: the round writes both chunks of one file, flushed once.
     let db = open(small_chunks(&dir, Some(Arc::new(fs.clone())), 2)).unwrap();
     let r = round_across_chunks(&db, a, b, || {

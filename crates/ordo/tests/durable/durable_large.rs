@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use durable_common::*;
-use ordo::durable::io::{FaultOp, FaultRule, FaultStorage, Storage};
+use ordo::durable::io::{FaultOp, FaultRule, Storage};
 use ordo::durable::{DurableError, Mode};
 use ordo::{Addr, Config, Error, Options};
 
@@ -63,7 +63,7 @@ fn a_transaction_larger_than_a_chunk_commits_and_recovers_whole() {
         let db = open(cfg(&dir, mode, None)).unwrap();
         assert_eq!(firsts(&db, &objs), vec![3; OBJECTS], "{mode:?} after a checkpoint");
         drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
+        remove_dir_all(&dir);
     }
 }
 
@@ -83,7 +83,7 @@ fn an_object_larger_than_a_chunk_is_a_typed_error_and_changes_nothing() {
     let db = open(cfg(&dir, Mode::Sync, None)).unwrap();
     assert_eq!(db.run(|tx| tx.read::<u64>(a)).unwrap(), 8);
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 /// Process mode: the second part's write fails (the first is in the page cache), then the
@@ -91,7 +91,7 @@ fn an_object_larger_than_a_chunk_is_a_typed_error_and_changes_nothing() {
 /// the checkpointer (not recovery) meets the incomplete set first.
 fn crash_between_parts(checkpoint_first: bool) {
     let dir = temp_dir("large-crash");
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     let (objs, b) = {
         let db = open(cfg(&dir, Mode::Process, None)).unwrap();
         let objs = alloc_all(&db, 1);
@@ -122,7 +122,7 @@ fn crash_between_parts(checkpoint_first: bool) {
     let got = firsts(&db, &objs);
     let vb = db.run(|tx| tx.read::<u64>(b)).unwrap();
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
     assert_eq!(got, vec![1; OBJECTS], "half a transaction was applied");
     assert_eq!(vb, if checkpoint_first { 2 } else { 1 });
 }
@@ -147,7 +147,7 @@ fn large_transactions_survive_power_loss_whole() {
             let db = open(cfg(&dir, Mode::Sync, None)).unwrap();
             alloc_all(&db, 1)
         };
-        let fs = FaultStorage::new();
+        let fs = fault_storage(&dir);
         let db = open(cfg(&dir, Mode::Sync, Some(Arc::new(fs.clone())))).unwrap();
         write_all(&db, &objs, 2, Options::default()).unwrap();
         let no_wait = Options { wait_durable: false, ..Options::default() };
@@ -162,7 +162,7 @@ fn large_transactions_survive_power_loss_whole() {
         let db = open(cfg(&dir, Mode::Sync, None)).unwrap();
         let got = firsts(&db, &objs);
         drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
+        remove_dir_all(&dir);
         let half = OBJECTS / 2;
         let first_half = &got[..half];
         assert!(
@@ -198,7 +198,7 @@ fn a_failed_chunk_claim_stages_no_part_of_a_large_transaction() {
         let objs = alloc_all(&db, 1);
         (objs, db.run(|tx| tx.alloc(&0u64)).unwrap())
     };
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     let db = open(make(Some(Arc::new(fs.clone())))).unwrap();
     db.run(|tx| tx.write(b, &1u64)).unwrap();
     let segs = segments(&dir);
@@ -223,5 +223,5 @@ fn a_failed_chunk_claim_stages_no_part_of_a_large_transaction() {
     assert_eq!(firsts(&db, &objs), vec![1; OBJECTS], "half a transaction was applied");
     assert_eq!(db.run(|tx| tx.read::<u64>(b)).unwrap(), 2);
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }

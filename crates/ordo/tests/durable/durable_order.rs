@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use durable_common::*;
 use ordo::Options;
 use ordo::durable::Mode;
-use ordo::durable::io::FaultStorage;
 use ordo::txn::{CommitStep, Shortcuts};
 
 /// 0: running; 1: the writer has installed and is paused; 2: released.
@@ -39,7 +38,7 @@ fn pause_after_install(step: CommitStep) {
 fn scenario(log_after_install: bool) -> (u64, u64) {
     GATE.store(0, Ordering::SeqCst);
     let dir = temp_dir("order");
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     let x = {
         let db = open(config(&dir, Mode::Process, None)).unwrap();
         db.run(|tx| tx.alloc(&0u64)).unwrap()
@@ -72,7 +71,7 @@ fn scenario(log_after_install: bool) -> (u64, u64) {
     drop(db);
     let db = open(config(&dir, Mode::Process, None)).unwrap();
     let recovered = db.run(|tx| tx.read::<u64>(x)).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
     (seen, recovered)
 }
 

@@ -30,7 +30,7 @@ fn newest_image_wins_over_an_older_one_scanned_later() {
         assert_eq!(report.records_replayed, 3, "{mode:?} {report:?}");
         assert_eq!(db.run(|tx| tx.read::<u64>(obj)).unwrap(), 2, "{mode:?}: older image applied");
         drop(db);
-        let _ = std::fs::remove_dir_all(&dir);
+        remove_dir_all(&dir);
     }
 }
 
@@ -69,7 +69,7 @@ fn replay_of_adjacent_and_separated_images() {
         assert_eq!(*v, want, "object {i}");
     }
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 /// A second checkpoint reads only the records the first did not replay: far fewer bytes than
@@ -108,17 +108,17 @@ fn checkpoint_reads_only_what_it_has_not_replayed() {
         assert_eq!(*v, i as u64 + 61, "object {i}");
     }
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }
 
 /// A checkpoint that fails writing the heap files must not move the replay offsets: the next
 /// checkpoint replays those records again before it deletes their segments.
 #[test]
 fn failed_checkpoint_keeps_its_records_for_the_next_one() {
-    use ordo::durable::io::{FaultOp, FaultRule, FaultStorage};
+    use ordo::durable::io::{FaultOp, FaultRule};
     use std::sync::Arc;
     let dir = temp_dir("failed-ckpt");
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     let db = open(config(&dir, Mode::Process, Some(Arc::new(fs.clone())))).unwrap();
     let objs: Vec<Addr> =
         db.run(|tx| (0..40u64).map(|i| tx.alloc(&i)).collect::<Result<_, Error>>()).unwrap();
@@ -152,5 +152,5 @@ fn failed_checkpoint_keeps_its_records_for_the_next_one() {
         assert_eq!(*v, i as u64 + 150, "object {i}");
     }
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
 }

@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use durable_common::*;
 use ordo::durable::Mode;
-use ordo::durable::io::FaultStorage;
 use ordo::txn::{CommitStep, Shortcuts};
 use ordo::{Error, Options};
 
@@ -104,7 +103,7 @@ fn the_checkpointer_replays_a_record_behind_a_newer_one_in_its_chunk() {
         .run(|tx| Ok::<_, Error>((tx.read::<u64>(a)?, tx.read::<u64>(b)?, tx.read::<u64>(c)?)))
         .unwrap();
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
     assert_eq!(got, (1, 1, 1), "a checkpoint lost a record of the out-of-order chunk");
 }
 
@@ -115,7 +114,7 @@ fn a_commit_that_did_not_wait_is_durable_after_the_next_checkpoint() {
         let db = open(config(&dir, Mode::Sync, None)).unwrap();
         db.run(|tx| tx.alloc(&0u64)).unwrap()
     };
-    let fs = FaultStorage::new();
+    let fs = fault_storage(&dir);
     let db = open(config(&dir, Mode::Sync, Some(Arc::new(fs.clone())))).unwrap();
     db.run_with(options(false, false), |tx| tx.write(a, &5u64)).unwrap();
     db.checkpoint().unwrap();
@@ -126,6 +125,6 @@ fn a_commit_that_did_not_wait_is_durable_after_the_next_checkpoint() {
     let db = open(config(&dir, Mode::Sync, None)).unwrap();
     let got = db.run(|tx| tx.read::<u64>(a)).unwrap();
     drop(db);
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_dir_all(&dir);
     assert_eq!(got, 5, "the checkpoint did not make the staged commit durable");
 }

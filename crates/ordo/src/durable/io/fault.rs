@@ -1,163 +1,29 @@
-//! The I/O seam: every file operation durability performs goes through [`Storage`].
+//! [`FaultStorage`]: power loss and injected errors, on top of any [`Storage`].
 //!
-//! [`RealStorage`] calls the operating system. [`FaultStorage`] wraps it for tests and can
-//! * simulate **power loss** ([`FaultStorage::power_loss`]): every write to a file that no
-//!   completed `sync_data` of that file covers is undone, every file creation, rename or removal
-//!   that no completed `sync_dir` of its directory covers is undone, and the storage is frozen
-//!   (every later operation fails with `EIO`), in the spirit of RocksDB's `FaultInjectionTestFS`;
-//! * inject `ENOSPC`, `EIO` or any errno on chosen operations ([`FaultRule`]).
+//! * **Power loss** ([`FaultStorage::power_loss`]): every write to a file that no completed
+//!   `sync_data` of that file covers is undone, every file creation, rename or removal that no
+//!   completed `sync_dir` of its directory covers is undone, and the storage is frozen (every
+//!   later operation fails with `EIO`), in the spirit of RocksDB's `FaultInjectionTestFS`.
+//! * **Errors**: `ENOSPC`, `EIO` or any errno on chosen operations ([`FaultRule`]).
 //!
-//! Undo is by before-images, per inode (so it follows renames): a write first saves the bytes it
-//! overwrites (and the file's length the first time), `sync_data` forgets them. A file opened
-//! read-only is undone through a descriptor kept by the first writable handle that changed it. Renames over an existing file and removals keep the
-//! old file under a hidden name until the directory is synced, so they can be undone as well.
-//! The heap's `MAP_PRIVATE` mappings read the real files, so after `power_loss` a reopened
-//! database sees exactly what a machine would find after the crash.
+//! Undo is by before-images, per file ([`StorageFile::file_id`], so it follows renames): a
+//! write first saves the bytes it overwrites (and the file's length the first time),
+//! `sync_data` forgets them. A file opened read-only is undone through the first writable
+//! handle that changed it. Renames over an existing file and removals keep the old
+//! file under a hidden name until the directory is synced, so they can be undone as well.
+//!
+//! Everything, the undo included, goes through the inner storage's own trait methods, so the
+//! same faults apply to real files ([`FaultStorage::new`]) and to a
+//! [`super::MemStorage`] ([`FaultStorage::over`]). Mappings are delegated unchanged: the heap's
+//! region memory reads the inner files, so after a power loss a reopened database sees exactly
+//! what a machine would find after the crash.
 
 use std::collections::HashMap;
-use std::fmt::Debug;
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// An open file of a [`Storage`].
-pub trait StorageFile: Send + Sync + Debug {
-    /// Reads exactly `buf.len()` bytes at `offset`.
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
-    /// Writes all of `buf` at `offset` (`pwrite`).
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
-    /// Makes every completed write durable (`fdatasync`).
-    fn sync_data(&self) -> io::Result<()>;
-    /// Sets the file's length (grows with zeros).
-    fn set_len(&self, len_bytes: u64) -> io::Result<()>;
-    /// The file's length.
-    fn len_bytes(&self) -> io::Result<u64>;
-    /// Starts writeback of a range without waiting (SPHT Alg. 5's flush hint); may do nothing.
-    fn start_writeback(&self, _offset: u64, _len_bytes: u64) {}
-    /// The underlying OS file, for memory mapping.
-    fn os_file(&self) -> &File;
-}
-
-/// The file system operations durability needs.
-pub trait Storage: Send + Sync + Debug {
-    /// Creates (or truncates) a file for reading and writing.
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>>;
-    /// Opens an existing file, writable or read-only.
-    fn open(&self, path: &Path, writable: bool) -> io::Result<Arc<dyn StorageFile>>;
-    /// Renames `from` to `to`, replacing `to`.
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// Removes a file.
-    fn remove(&self, path: &Path) -> io::Result<()>;
-    /// Names of the entries of a directory.
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
-    /// Makes creations, renames and removals in `dir` durable (`fsync` of the directory).
-    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
-    /// Creates a directory and its parents.
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
-    /// Locks the existing directory `dir` until the guard is dropped: `exclusive` for the one
-    /// process that opens the database, shared for readers (`ordo inspect`). A conflicting
-    /// holder gives [`io::ErrorKind::WouldBlock`] at once. Nothing is written to `dir`.
-    fn lock_dir(&self, dir: &Path, exclusive: bool) -> io::Result<DirLock>;
-}
-
-/// A held lock on a database directory ([`Storage::lock_dir`]); released when dropped, or when
-/// the process dies.
-#[derive(Debug)]
-pub struct DirLock {
-    /// The directory, open read-only, holding a `flock` (none for a simulated storage).
-    _dir: Option<File>,
-}
-
-/// The operating system's files.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct RealStorage;
-
-#[derive(Debug)]
-struct RealFile(File);
-
-impl StorageFile for RealFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.0.read_exact_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.0.write_all_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
-    }
-    fn set_len(&self, len_bytes: u64) -> io::Result<()> {
-        self.0.set_len(len_bytes)
-    }
-    fn len_bytes(&self) -> io::Result<u64> {
-        Ok(self.0.metadata()?.len())
-    }
-    #[cfg(target_os = "linux")]
-    fn start_writeback(&self, offset: u64, len_bytes: u64) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: sync_file_range only reads its scalar arguments; the descriptor is owned by
-        // `self.0` and open for the duration of the call. Errors are ignored (a hint).
-        unsafe {
-            libc::sync_file_range(
-                self.0.as_raw_fd(),
-                offset as libc::off64_t,
-                len_bytes as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            );
-        }
-    }
-    fn os_file(&self) -> &File {
-        &self.0
-    }
-}
-
-impl Storage for RealStorage {
-    fn lock_dir(&self, dir: &Path, exclusive: bool) -> io::Result<DirLock> {
-        // `flock` on the directory itself: no lock file to create, so a read-only reader leaves
-        // the directory unchanged, and the kernel drops the lock when its holder dies.
-        use std::os::fd::AsRawFd;
-        let f = File::open(dir)?;
-        let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
-        // SAFETY: flock only reads its scalar arguments; the descriptor is owned by `f`, open for
-        // the duration of the call (and of the lock, which `DirLock` keeps with it).
-        // (`File::try_lock` does the same but needs Rust 1.89; the MSRV is 1.85.)
-        let rc = unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(DirLock { _dir: Some(f) });
-        }
-        // EWOULDBLOCK is EAGAIN on Linux: io::ErrorKind::WouldBlock.
-        Err(io::Error::last_os_error())
-    }
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
-        Ok(Arc::new(RealFile(f)))
-    }
-    fn open(&self, path: &Path, writable: bool) -> io::Result<Arc<dyn StorageFile>> {
-        let f = OpenOptions::new().read(true).write(writable).open(path)?;
-        Ok(Arc::new(RealFile(f)))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        std::fs::rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for e in std::fs::read_dir(dir)? {
-            names.push(e?.file_name().to_string_lossy().into_owned());
-        }
-        names.sort();
-        Ok(names)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
-    }
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(dir)
-    }
-}
+use super::{DirLock, FileBytes, PrivateMemory, RealStorage, Storage, StorageFile};
 
 /// An operation [`FaultStorage`] can fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,8 +66,8 @@ enum MetaOp {
 
 #[derive(Debug)]
 struct Undo {
-    /// The file (a duplicate descriptor: undo follows the inode through renames).
-    file: File,
+    /// The file (a handle of the inner storage: undo follows the file through renames).
+    file: Arc<dyn StorageFile>,
     /// Length before the first unsynced change.
     len_bytes: u64,
     /// Before-images of unsynced writes, oldest first.
@@ -215,22 +81,30 @@ struct Undo {
 struct FaultState {
     frozen: bool,
     rules: Vec<FaultRule>,
-    /// Unsynced changes per inode.
+    /// Unsynced changes per file (by [`StorageFile::file_id`]).
     undo: HashMap<u64, Undo>,
     meta: Vec<MetaOp>,
     kept_seq: u64,
     syncs: u64,
 }
 
-/// A [`Storage`] over real files that can lose unsynced data and inject errors (tests).
-#[derive(Debug, Clone, Default)]
+/// A [`Storage`] on top of another (real files by default) that can lose unsynced data and
+/// inject errors (tests and simulations; see the module docs).
+#[derive(Debug, Clone)]
 pub struct FaultStorage {
     state: Arc<Mutex<FaultState>>,
+    inner: Arc<dyn Storage>,
+}
+
+impl Default for FaultStorage {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 #[derive(Debug)]
 struct FaultFile {
-    inner: RealFile,
+    inner: Arc<dyn StorageFile>,
     /// The path it was opened under (for rule matching).
     path: PathBuf,
     ino: u64,
@@ -238,10 +112,13 @@ struct FaultFile {
 }
 
 impl FaultFile {
-    fn new(inner: File, path: &Path, state: Arc<Mutex<FaultState>>) -> io::Result<Self> {
-        use std::os::unix::fs::MetadataExt;
-        let ino = inner.metadata()?.ino();
-        Ok(FaultFile { inner: RealFile(inner), path: path.to_path_buf(), ino, state })
+    fn new(
+        inner: Arc<dyn StorageFile>,
+        path: &Path,
+        state: Arc<Mutex<FaultState>>,
+    ) -> io::Result<Self> {
+        let ino = inner.file_id()?;
+        Ok(FaultFile { inner, path: path.to_path_buf(), ino, state })
     }
 
     fn undo_entry<'s>(&self, st: &'s mut FaultState) -> io::Result<&'s mut Undo> {
@@ -249,7 +126,7 @@ impl FaultFile {
             std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
             std::collections::hash_map::Entry::Vacant(e) => Ok(e.insert(Undo {
                 path: self.path.clone(),
-                file: self.inner.0.try_clone()?,
+                file: self.inner.clone(),
                 len_bytes: self.inner.len_bytes()?,
                 writes: Vec::new(),
             })),
@@ -284,9 +161,20 @@ impl FaultState {
 }
 
 impl FaultStorage {
-    /// A fault-free storage that tracks unsynced state.
+    /// A fault-free storage over real files ([`RealStorage`]) that tracks unsynced state.
     pub fn new() -> Self {
-        Self::default()
+        Self::over(Arc::new(RealStorage))
+    }
+
+    /// A fault-free storage over `inner` (a [`super::MemStorage`], say) that tracks unsynced
+    /// state. `inner` must not be changed but through this storage while it tracks anything.
+    pub fn over(inner: Arc<dyn Storage>) -> Self {
+        FaultStorage { state: Arc::default(), inner }
+    }
+
+    /// The storage below.
+    pub fn inner(&self) -> &Arc<dyn Storage> {
+        &self.inner
     }
 
     /// Adds an error-injection rule.
@@ -359,14 +247,14 @@ impl FaultStorage {
         let mut undone = 0;
         let undo = std::mem::take(&mut st.undo);
         for (_, u) in undo {
-            let grown = u.file.metadata()?.len() > u.len_bytes;
+            let grown = u.file.len_bytes()? > u.len_bytes;
             let mut kept_any_growth = false;
             for (offset, old) in u.writes.iter().rev() {
                 if keep(&u.path, *offset) {
                     kept_any_growth |= grown;
                     continue;
                 }
-                u.file.write_all_at(old, *offset)?;
+                u.file.write_at(old, *offset)?;
                 undone += 1;
             }
             if !kept_any_growth {
@@ -377,18 +265,29 @@ impl FaultStorage {
         for op in meta.into_iter().rev() {
             match op {
                 MetaOp::Created(p) => {
-                    let _ = std::fs::remove_file(&p);
+                    let _ = self.inner.remove(&p);
                 }
                 MetaOp::Renamed { from, to, replaced } => {
-                    let _ = std::fs::rename(&to, &from);
+                    let _ = self.inner.rename(&to, &from);
                     if let Some(kept) = replaced {
-                        std::fs::rename(&kept, &to)?;
+                        self.inner.rename(&kept, &to)?;
                     }
                 }
-                MetaOp::Removed { path, kept } => std::fs::rename(&kept, &path)?,
+                MetaOp::Removed { path, kept } => self.inner.rename(&kept, &path)?,
             }
         }
         Ok(undone)
+    }
+
+    /// Whether `path` names an existing file or directory of the inner storage.
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        match self.inner.open(path, false) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            // A directory (the in-memory backend does not open those).
+            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => Ok(true),
+            Err(e) => Err(e),
+        }
     }
 
     fn keep_name(st: &mut FaultState, path: &Path) -> PathBuf {
@@ -453,8 +352,14 @@ impl StorageFile for FaultFile {
     fn start_writeback(&self, offset: u64, len_bytes: u64) {
         self.inner.start_writeback(offset, len_bytes)
     }
-    fn os_file(&self) -> &File {
-        self.inner.os_file()
+    fn file_id(&self) -> io::Result<u64> {
+        Ok(self.ino)
+    }
+    fn map_private(&self, len_bytes: usize) -> io::Result<PrivateMemory> {
+        self.inner.map_private(len_bytes)
+    }
+    fn map_read(&self, len_bytes: usize) -> io::Result<FileBytes> {
+        self.inner.map_read(len_bytes)
     }
 }
 
@@ -462,30 +367,21 @@ impl Storage for FaultStorage {
     /// No lock: a test "crashes" a database by freezing its storage and opens the directory
     /// again in the same process, as a restarted process would after the holder died.
     fn lock_dir(&self, _dir: &Path, _exclusive: bool) -> io::Result<DirLock> {
-        Ok(DirLock { _dir: None })
+        Ok(DirLock::nothing())
     }
     fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
         let mut st = lock(&self.state);
         st.check(FaultOp::Create, path)?;
-        let existed = path.exists();
+        let existed = self.exists(path)?;
         if existed {
             // Truncating an existing file is an unsynced change of its contents.
-            let old = std::fs::read(path)?;
-            let f = FaultFile::new(
-                OpenOptions::new().read(true).write(true).open(path)?,
-                path,
-                self.state.clone(),
-            )?;
+            let f = FaultFile::new(self.inner.open(path, true)?, path, self.state.clone())?;
+            let mut old = vec![0u8; f.inner.len_bytes()? as usize];
+            f.inner.read_at(&mut old, 0)?;
             let undo = f.undo_entry(&mut st)?;
             undo.writes.push((0, old));
         }
-        let f = RealStorage.create(path)?;
-        drop(f);
-        let f = FaultFile::new(
-            OpenOptions::new().read(true).write(true).open(path)?,
-            path,
-            self.state.clone(),
-        )?;
+        let f = FaultFile::new(self.inner.create(path)?, path, self.state.clone())?;
         if !existed {
             st.meta.push(MetaOp::Created(path.to_path_buf()));
             f.undo_entry(&mut st)?;
@@ -496,20 +392,20 @@ impl Storage for FaultStorage {
         if lock(&self.state).frozen {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        let inner = OpenOptions::new().read(true).write(writable).open(path)?;
+        let inner = self.inner.open(path, writable)?;
         Ok(Arc::new(FaultFile::new(inner, path, self.state.clone())?))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = lock(&self.state);
         st.check(FaultOp::Rename, from)?;
-        let replaced = if to.exists() {
+        let replaced = if self.exists(to)? {
             let kept = Self::keep_name(&mut st, to);
-            std::fs::rename(to, &kept)?;
+            self.inner.rename(to, &kept)?;
             Some(kept)
         } else {
             None
         };
-        std::fs::rename(from, to)?;
+        self.inner.rename(from, to)?;
         st.meta.push(MetaOp::Renamed { from: from.to_path_buf(), to: to.to_path_buf(), replaced });
         Ok(())
     }
@@ -519,7 +415,7 @@ impl Storage for FaultStorage {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         let kept = Self::keep_name(&mut st, path);
-        std::fs::rename(path, &kept)?;
+        self.inner.rename(path, &kept)?;
         st.meta.push(MetaOp::Removed { path: path.to_path_buf(), kept });
         Ok(())
     }
@@ -527,13 +423,13 @@ impl Storage for FaultStorage {
         if lock(&self.state).frozen {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        let names = RealStorage.list(dir)?;
+        let names = self.inner.list(dir)?;
         Ok(names.into_iter().filter(|n| !n.contains(".fault-kept-")).collect())
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut st = lock(&self.state);
         st.check(FaultOp::Sync, dir)?;
-        RealStorage.sync_dir(dir)?;
+        self.inner.sync_dir(dir)?;
         let in_dir = |p: &Path| p.parent() == Some(dir);
         let meta = std::mem::take(&mut st.meta);
         for op in meta {
@@ -541,11 +437,11 @@ impl Storage for FaultStorage {
                 MetaOp::Created(p) if in_dir(&p) => {}
                 MetaOp::Renamed { to, replaced, .. } if in_dir(&to) => {
                     if let Some(kept) = replaced {
-                        let _ = std::fs::remove_file(kept);
+                        let _ = self.inner.remove(&kept);
                     }
                 }
                 MetaOp::Removed { path, kept } if in_dir(&path) => {
-                    let _ = std::fs::remove_file(kept);
+                    let _ = self.inner.remove(&kept);
                 }
                 other => st.meta.push(other),
             }
@@ -556,6 +452,6 @@ impl Storage for FaultStorage {
         if lock(&self.state).frozen {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        RealStorage.create_dir_all(dir)
+        self.inner.create_dir_all(dir)
     }
 }
