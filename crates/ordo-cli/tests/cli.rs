@@ -473,7 +473,7 @@ fn cluster_up_status_down() {
 /// of both must add up to the commits counted, or the command fails.
 #[test]
 fn etcd_compare_measures_both_systems_and_their_ratio() {
-    let brief: Vec<&str> = "bench etcd-compare --clients 1,2 --duration 100ms --warmup 20ms \
+    let brief: Vec<&str> = "bench etcd-compare --clients 1,2 --duration 300ms --warmup 20ms \
                             --repetitions 2 --keys 50"
         .split_whitespace()
         .collect();
