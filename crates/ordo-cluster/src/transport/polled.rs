@@ -1,14 +1,15 @@
-//! [`PolledPeer`]: a second, synchronous connection to a node, for one caller at a time, whose
-//! waiting is done by polling.
+//! [`PolledPeer`]: a second connection to a node, for one caller at a time, whose waiting is
+//! done by polling.
 //!
 //! A [`super::Peer`] lives on the tokio runtime: a call hands its frame to the writer task and
-//! sleeps until the reader task hands back the answer — on our side alone two thread wake-ups
-//! per round trip, each of which, on a virtual machine whose idle vCPU has halted, costs more
-//! than the loopback round trip itself (measured on the 2-vCPU development VM: 57 µs for a
-//! blocking ping-pong between two threads, 21 µs when one side polls, 7 µs when both do).
-//! FaRM's threads poll their queues for the same reason. Under load the runtime's hand-offs
-//! pay for themselves (one wake-up serves a batch of frames); alone, a caller is better off
-//! doing the I/O itself. So the remote participant keeps both:
+//! sleeps until the reader task hands back the answer; the server's runtime thread sleeps in
+//! `epoll_wait` between requests. On a virtual machine whose idle vCPU has halted, each of
+//! those wake-ups costs more than the loopback round trip itself (measured on the 2-vCPU
+//! development VM: 57 µs for a blocking ping-pong between two threads, 21 µs when one side
+//! polls, 7 µs when both do). The server keeps its runtime: a thread per connection polling
+//! there too was measured slower on 2 cores (the pollers take the cores of the callers). FaRM's threads poll their queues for the same reason. Under load
+//! the runtime's hand-offs pay for themselves (one wake-up serves a batch of frames); alone, a
+//! caller is better off doing the I/O itself. So the remote participant keeps both:
 //! * a caller that [`PolledPeer::claim`]s the polled connection writes its request and reads
 //!   the answer itself: `recv` with `MSG_DONTWAIT` for up to `Limits::poll_spin`, then a
 //!   blocking `recv` bounded by the call's deadline — no thread hand-off at all;
@@ -36,7 +37,7 @@ use std::time::{Duration, Instant};
 use super::peer::dial;
 use super::{Limits, TransportError};
 use crate::auth::Secret;
-use crate::wire::{Body, FRAME_HEADER_BYTES, Kind, Message, error_code, frame_body_len};
+use crate::wire::{Body, Kind, Message, error_code, next_frame};
 
 /// Bytes asked of the socket per `recv`.
 const READ_CHUNK_BYTES: usize = 64 << 10;
@@ -61,9 +62,8 @@ pub struct PolledPeer {
 
 struct Conn {
     stream: TcpStream,
-    /// Bytes received; `buf[parsed..]` is not parsed yet.
+    /// Bytes received and not parsed yet (a partial frame).
     buf: Vec<u8>,
-    parsed: usize,
     /// The read timeout set on the socket (changed only when it must be).
     read_timeout: Option<Duration>,
 }
@@ -117,7 +117,7 @@ impl PolledPeer {
         stream.set_write_timeout(Some(limits.call_timeout)).map_err(io)?;
         tracing::debug!(peer, peer_addr = %addr, "connected (polled)");
         let control = stream.try_clone().map_err(io)?;
-        let conn = Conn { stream, buf: Vec::new(), parsed: 0, read_timeout: None };
+        let conn = Conn { stream, buf: Vec::new(), read_timeout: None };
         Ok(Self {
             peer,
             addr,
@@ -274,113 +274,140 @@ impl Claim<'_> {
             if let Some(answer) = self.parse_frames(id)? {
                 return Ok(Some(answer));
             }
-            let conn = &mut *self.conn;
-            if conn.parsed == conn.buf.len() {
-                conn.buf.clear();
-                conn.parsed = 0;
-                if conn.buf.capacity() > RETAINED_BUFFER_BYTES_MAX {
-                    conn.buf = Vec::new();
-                }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
             }
-            let start = conn.buf.len();
-            conn.buf.resize(start + READ_CHUNK_BYTES, 0);
-            let spin_until =
-                Instant::now() + if poll { p.limits.poll_spin } else { Duration::ZERO };
-            let got = loop {
-                let chunk = &mut conn.buf[start..];
-                match rustix::net::recv(&conn.stream, &mut *chunk, rustix::net::RecvFlags::DONTWAIT)
-                {
-                    Ok((n, _)) => break Ok(n),
-                    Err(rustix::io::Errno::AGAIN) if Instant::now() < spin_until => {
-                        std::hint::spin_loop();
-                    }
-                    Err(rustix::io::Errno::AGAIN) => {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            break Ok(usize::MAX);
-                        }
-                        // Sleep in `recv` for the rest of the call (at least 1 ms: the
-                        // setting is kept while calls are shorter).
-                        let want = left.max(Duration::from_millis(1));
-                        if conn.read_timeout.is_none_or(|t| t > want) {
-                            conn.stream.set_read_timeout(Some(want)).map_err(io)?;
-                            conn.read_timeout = Some(want);
-                        }
-                        match conn.stream.read(chunk) {
-                            Ok(n) => break Ok(n),
-                            Err(e)
-                                if matches!(
-                                    e.kind(),
-                                    ErrorKind::WouldBlock
-                                        | ErrorKind::TimedOut
-                                        | ErrorKind::Interrupted
-                                ) => {}
-                            Err(e) => break Err(io(e)),
-                        }
-                    }
-                    Err(rustix::io::Errno::INTR) => {}
-                    Err(e) => break Err(io(e.into())),
-                }
-                if Instant::now() >= deadline {
-                    break Ok(usize::MAX);
-                }
-            };
-            match got {
-                Ok(usize::MAX) => {
-                    conn.buf.truncate(start);
-                    return Ok(None);
-                }
-                Ok(0) => {
-                    conn.buf.truncate(start);
-                    return Err(p.gone());
-                }
-                Ok(n) => conn.buf.truncate(start + n),
-                Err(e) => {
-                    conn.buf.truncate(start);
-                    return Err(e);
-                }
+            let conn = &mut *self.conn;
+            // Sleep in `recv` for the rest of the call (at least 1 ms: the setting is kept
+            // while calls are shorter).
+            let want = left.max(Duration::from_millis(1));
+            if conn.read_timeout.is_none_or(|t| t > want) {
+                conn.stream.set_read_timeout(Some(want)).map_err(io)?;
+                conn.read_timeout = Some(want);
+            }
+            let spin = if poll { p.limits.poll_spin } else { Duration::ZERO };
+            match receive(&conn.stream, &mut conn.buf, spin).map_err(io)? {
+                Received::Bytes => {}
+                Received::Eof => return Err(p.gone()),
+                Received::Nothing => {}
             }
         }
     }
 
-    /// Parses the complete frames buffered; the answer to `id` if it is among them.
+    /// Parses the complete frames buffered (and drops them from the buffer); the answer to
+    /// `id` if it is among them.
     fn parse_frames(&mut self, id: u64) -> Result<Option<Body>, TransportError> {
         let p = self.peer;
         let wire = |source| TransportError::Wire { addr: p.addr, source };
-        loop {
+        let mut answer = None;
+        let mut used = 0;
+        let result = loop {
             let conn = &mut *self.conn;
-            let rest = &conn.buf[conn.parsed..];
-            let Some(prefix) = rest.first_chunk::<FRAME_HEADER_BYTES>() else { return Ok(None) };
-            // The limit is checked before the body is waited for.
-            let len = frame_body_len(*prefix, p.limits.frame_bytes_max).map_err(wire)?;
-            let Some(body) = rest.get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len) else {
-                return Ok(None);
+            let next = next_frame(&conn.buf[used..], p.limits.frame_bytes_max).map_err(wire);
+            let (message, len) = match next {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
             };
-            let message = Message::decode_body(body).map_err(wire)?;
-            conn.parsed += FRAME_HEADER_BYTES + len;
+            used += len;
             match message.kind {
-                Kind::Response if message.request_id == id => return Ok(Some(message.body)),
+                Kind::Response if message.request_id == id => {
+                    answer = Some(message.body);
+                    break Ok(());
+                }
                 Kind::Response => tracing::debug!(peer = p.peer, peer_addr = %p.addr,
                     id = message.request_id, "late answer to a call that timed out"),
                 Kind::Request => {
                     let text = format!("node {} cannot serve {}", p.peer, message.body.name());
-                    let answer = Body::Error { code: error_code::NOT_SERVED, message: text };
-                    let frame = Message::new(Kind::Response, message.request_id, answer)
+                    let refusal = Body::Error { code: error_code::NOT_SERVED, message: text };
+                    let frame = Message::new(Kind::Response, message.request_id, refusal)
                         .encode_frame(p.limits.frame_bytes_max)
-                        .map_err(wire)?;
-                    self.write(&frame)?;
+                        .map_err(wire);
+                    if let Err(e) = frame.and_then(|f| self.write(&f)) {
+                        break Err(e);
+                    }
                 }
                 Kind::OneWay => tracing::debug!(peer = p.peer, peer_addr = %p.addr,
                     message = message.body.name(), "one-way message to a client connection dropped"),
                 Kind::Handshake => {
-                    return Err(TransportError::Unexpected {
+                    break Err(TransportError::Unexpected {
                         addr: p.addr,
                         expected: "Request, Response or OneWay",
                         found: format!("{} in a Handshake frame", message.body.name()),
                     });
                 }
             }
+        };
+        consume(&mut self.conn.buf, used);
+        result.map(|()| answer)
+    }
+}
+
+/// What [`receive`] got.
+enum Received {
+    /// Bytes, appended to the buffer.
+    Bytes,
+    /// End of stream.
+    Eof,
+    /// Nothing before the socket's read timeout.
+    Nothing,
+}
+
+/// Appends what the socket has to `buf`: polls (`recv` with `MSG_DONTWAIT`) for `spin`, then
+/// blocks in `recv` (until the socket's read timeout, if one is set).
+fn receive(stream: &TcpStream, buf: &mut Vec<u8>, spin: Duration) -> std::io::Result<Received> {
+    let start = buf.len();
+    buf.resize(start + READ_CHUNK_BYTES, 0);
+    let spin_until = Instant::now() + spin;
+    let got = loop {
+        let chunk = &mut buf[start..];
+        match rustix::net::recv(stream, &mut *chunk, rustix::net::RecvFlags::DONTWAIT) {
+            Ok((n, _)) => break Ok(n),
+            Err(rustix::io::Errno::AGAIN) if Instant::now() < spin_until => {
+                std::hint::spin_loop();
+            }
+            Err(rustix::io::Errno::AGAIN) => match (&*stream).read(chunk) {
+                Ok(n) => break Ok(n),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    break Ok(usize::MAX);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            },
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => break Err(e.into()),
         }
+    };
+    match got {
+        Ok(usize::MAX) => {
+            buf.truncate(start);
+            Ok(Received::Nothing)
+        }
+        Ok(0) => {
+            buf.truncate(start);
+            Ok(Received::Eof)
+        }
+        Ok(n) => {
+            buf.truncate(start + n);
+            Ok(Received::Bytes)
+        }
+        Err(e) => {
+            buf.truncate(start);
+            Err(e)
+        }
+    }
+}
+
+/// Drops the first `used` bytes of `buf` (parsed frames), keeping a partial frame's bytes.
+fn consume(buf: &mut Vec<u8>, used: usize) {
+    if used == buf.len() {
+        buf.clear();
+        if buf.capacity() > RETAINED_BUFFER_BYTES_MAX {
+            *buf = Vec::new();
+        }
+    } else if used > 0 {
+        buf.drain(..used);
     }
 }
 

@@ -209,6 +209,21 @@ impl Message {
     }
 }
 
+/// The frame at the start of `buf` and the bytes it took, or `None` while `buf` holds less than
+/// a whole frame (for a reader that appends what it receives and parses what is complete).
+///
+/// # Errors
+/// [`WireError::FrameTooLarge`] as soon as the prefix is in (before the body is waited for), or
+/// any error of [`Message::decode_body`].
+pub fn next_frame(buf: &[u8], frame_bytes_max: u32) -> Result<Option<(Message, usize)>, WireError> {
+    let Some(prefix) = buf.first_chunk::<FRAME_HEADER_BYTES>() else { return Ok(None) };
+    let len = frame_body_len(*prefix, frame_bytes_max)?;
+    let Some(body) = buf.get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + len) else {
+        return Ok(None);
+    };
+    Ok(Some((Message::decode_body(body)?, FRAME_HEADER_BYTES + len)))
+}
+
 /// The body length a frame's prefix declares, checked against the limit before anything is
 /// allocated for the body.
 ///
