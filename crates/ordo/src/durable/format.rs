@@ -70,6 +70,13 @@ pub const PART_TAG_ADDR: u64 = u64::MAX;
 /// Bytes a part record spends on its header and part tag.
 pub const PART_OVERHEAD_BYTES: usize = RECORD_HEADER_BYTES + ENTRY_HEADER_BYTES + 16;
 
+// Records and entries keep the 8-byte alignment of everything after them; chunks start on a
+// page after the header page.
+const _: () = assert!(RECORD_HEADER_BYTES % 8 == 0);
+const _: () = assert!(ENTRY_HEADER_BYTES % 8 == 0);
+const _: () = assert!(SEGMENT_HEADER_BYTES % 4096 == 0);
+const _: () = assert!(PART_OVERHEAD_BYTES % 8 == 0);
+
 const MANIFEST_MAGIC: &[u8; 8] = b"ORDOMANI";
 const CHECKPOINT_MAGIC: &[u8; 8] = b"ORDOCKPT";
 const SEGMENT_MAGIC: &[u8; 8] = b"ORDOLOG\0";
@@ -345,6 +352,8 @@ pub fn write_checkpoint(
     dir: &Path,
     c: Checkpoint,
 ) -> Result<(), DurableError> {
+    // H is announced before a checkpoint writes images up to its new C, and never lowered.
+    debug_assert!(c.heap_max_ts >= c.ts, "no heap image is older than the checkpoint says");
     let mut b = vec![0u8; 64];
     b[0..8].copy_from_slice(CHECKPOINT_MAGIC);
     put_u32(&mut b, 8, FORMAT_VERSION);
@@ -399,6 +408,9 @@ impl RecordBuf {
 
     /// Seals the record (length and checksum) and returns its bytes.
     pub fn finish(&mut self) -> &[u8] {
+        debug_assert!(self.buf.len() >= RECORD_HEADER_BYTES, "finish after begin");
+        debug_assert!(self.buf.len() % 8 == 0, "a record is whole words");
+        debug_assert!(self.buf.len() <= u32::MAX as usize, "a record's length fits its field");
         let len = self.buf.len() as u32;
         put_u32(&mut self.buf, 4, len);
         put_u32(&mut self.buf, 12, self.entries);
@@ -513,6 +525,7 @@ pub fn split_record(rec: &[u8], max_bytes: usize, out: &mut Vec<Vec<u8>>) -> Res
         }
     }
     let count = sizes.len() as u64;
+    debug_assert!(count >= 2 || rec.len() <= max_bytes, "a record longer than a part splits");
     let mut entries = v.entries();
     let mut buf = RecordBuf::default();
     for (index, n) in sizes.into_iter().enumerate() {
@@ -521,8 +534,11 @@ pub fn split_record(rec: &[u8], max_bytes: usize, out: &mut Vec<Vec<u8>>) -> Res
         for (addr, image) in entries.by_ref().take(n) {
             buf.entry_bytes(addr, image);
         }
-        out.push(buf.finish().to_vec());
+        let part = buf.finish();
+        debug_assert!(part.len() <= max_bytes, "a part fits where the record did not");
+        out.push(part.to_vec());
     }
+    debug_assert!(entries.next().is_none(), "the parts hold every entry");
     Ok(())
 }
 
