@@ -143,7 +143,7 @@ fn inspect_of_corrupt_files_names_the_file_and_offset() {
         ("MANIFEST", Change::Write(junk[..64].to_vec()), Some("offset 0")),
         (seg, Change::Write(junk.clone()), Some("offset 0")),
         (seg, Change::Truncate(5000), Some("offset 5000")),
-        (seg, Change::Header(header(u32::MAX, u32::MAX & !7)), Some("segment truncated")),
+        (seg, Change::Header(header(u32::MAX, 0xFFFF_FFF8)), Some("segment truncated")),
         (seg, Change::Header(header(1, 4095)), Some("offset 12")),
         ("CHECKPOINT", Change::Write(junk[..64].to_vec()), Some("offset 0")),
         ("log-5.seg", Change::Write(junk.clone()), None),
