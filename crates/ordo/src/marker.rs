@@ -76,6 +76,7 @@ impl MarkerSlots {
     /// [`MarkerSlots::appended`] or [`MarkerSlots::clear_lower`].
     #[inline]
     pub fn publish_lower(&self, slot: usize, lower: u64) {
+        debug_assert!(lower != IDLE, "IDLE is not a bound: the slot would look idle");
         self.slots[slot].lower.store(lower, Ordering::Relaxed);
         // SeqCst: pairs with the fence in `bound` (the Dekker pair of the module docs): the
         // store is visible to a bound whose fence comes later, or this commit's get_ts comes
@@ -93,6 +94,7 @@ impl MarkerSlots {
     /// The commit's record with `wts` is logged.
     #[inline]
     pub fn appended(&self, slot: usize, wts: u64) {
+        debug_assert!(wts != IDLE, "a write timestamp is below IDLE");
         let s = &self.slots[slot];
         // Release: pairs with the Acquire loads in `bound` and `appended_of`: the logged
         // record is visible with the value.
@@ -117,6 +119,10 @@ impl MarkerSlots {
     /// given (one entry per slot), receives each slot's `appended` as read after the fence.
     /// `ignore_pending` (negative tests only) skips the `lower` bounds.
     pub fn bound(&self, ignore_pending: bool, mut seen: Option<&mut [u64]>) -> u64 {
+        debug_assert!(
+            seen.as_ref().is_none_or(|s| s.len() == self.len()),
+            "`seen` has one entry per slot"
+        );
         // A.
         let m = self.max_appended();
         // SeqCst: pairs with the fence in `publish_lower`.
@@ -133,6 +139,7 @@ impl MarkerSlots {
                 seen[i] = s.appended.load(Ordering::Acquire);
             }
         }
+        debug_assert!(d <= m, "the bound never passes what was appended");
         d
     }
 }

@@ -137,6 +137,7 @@ impl Checkpointer {
             for (path, file, header, claimed) in &segments {
                 for ch in 0..*claimed {
                     let from = offsets.get(&(header.seq, ch)).copied().unwrap_or(0);
+                    debug_assert!(from <= header.chunk_bytes, "a replay offset lies in its chunk");
                     let chunk_at =
                         SEGMENT_HEADER_BYTES + u64::from(ch) * u64::from(header.chunk_bytes);
                     let tail = read_records(&**file, path, chunk_at, from, header.chunk_bytes)?;
@@ -202,6 +203,10 @@ impl Checkpointer {
             let mut images: Vec<(u64, &[u8])> =
                 newest.into_iter().map(|(a, (_, i))| (a, i)).collect();
             images.sort_unstable_by_key(|(a, _)| *a);
+            debug_assert!(
+                images.windows(2).all(|w| w[0].0 < w[1].0),
+                "backward filtering leaves one image per address"
+            );
             report.images = images.len() as u64;
             let mut regions: Vec<u16> =
                 images.iter().map(|(a, _)| Addr::from_raw(*a).region()).collect();
@@ -243,12 +248,16 @@ impl Checkpointer {
                 format::Checkpoint { ts: x, heap_max_ts: x.max(self.heap_max_ts()) },
             )?;
             self.heap_max.fetch_max(x, Ordering::AcqRel);
+            // Checkpoints run one at a time (under `lock`), and this one found X above C.
+            debug_assert!(self.ts() < x, "the checkpoint timestamp only grows");
+            debug_assert!(self.heap_max_ts() >= x, "no heap image is newer than H");
             // Release: pairs with ts()'s Acquire.
             self.c.store(x, Ordering::Release);
             report.checkpoint_ts = x;
             // Every record before the new offsets is at or below the persisted C.
             for (key, at) in advanced {
-                offsets.insert(key, at);
+                let before = offsets.insert(key, at);
+                debug_assert!(before.is_none_or(|b| b <= at), "replay offsets only move forward");
             }
         }
         report.segments_deleted = log.delete_below(self.ts())?;
@@ -295,6 +304,7 @@ fn read_records(
             Ok(r) => parsed += r.len_bytes(),
             Err(_) => {
                 buf.truncate(parsed);
+                debug_assert!(buf.len() <= room, "a chunk's records end inside it");
                 return Ok(buf);
             }
         }

@@ -70,6 +70,13 @@ pub const PART_TAG_ADDR: u64 = u64::MAX;
 /// Bytes a part record spends on its header and part tag.
 pub const PART_OVERHEAD_BYTES: usize = RECORD_HEADER_BYTES + ENTRY_HEADER_BYTES + 16;
 
+// Records and entries keep the 8-byte alignment of everything after them; chunks start on a
+// page after the header page.
+const _: () = assert!(RECORD_HEADER_BYTES % 8 == 0);
+const _: () = assert!(ENTRY_HEADER_BYTES % 8 == 0);
+const _: () = assert!(SEGMENT_HEADER_BYTES % 4096 == 0);
+const _: () = assert!(PART_OVERHEAD_BYTES % 8 == 0);
+
 const MANIFEST_MAGIC: &[u8; 8] = b"ORDOMANI";
 const CHECKPOINT_MAGIC: &[u8; 8] = b"ORDOCKPT";
 const SEGMENT_MAGIC: &[u8; 8] = b"ORDOLOG\0";
@@ -93,9 +100,16 @@ pub fn segment_file(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("log-{seq:08}.seg"))
 }
 
-/// The sequence number of a segment file name, if it is one.
+/// The sequence number of a segment file name, if it is one: exactly the name
+/// [`segment_file`] gives that number. Another spelling of a number (`log-5.seg`, `log-+5.seg`)
+/// is not a segment, or recovery would open a file that is not there, or one segment twice.
 pub fn parse_segment_name(name: &str) -> Option<u64> {
-    name.strip_prefix("log-")?.strip_suffix(".seg")?.parse().ok()
+    let digits = name.strip_prefix("log-")?.strip_suffix(".seg")?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let seq: u64 = digits.parse().ok()?;
+    (format!("{seq:08}") == digits).then_some(seq)
 }
 
 fn put_u32(b: &mut [u8], at: usize, v: u32) {
@@ -116,6 +130,13 @@ pub fn get_u64(b: &[u8], at: usize) -> u64 {
     a.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(a)
 }
+
+/// The most regions a manifest may name: region ids are `u16` ([`crate::Addr`]) and the heap
+/// allows at most `u16::MAX` of them.
+pub const MANIFEST_REGIONS_MAX: u64 = u16::MAX as u64;
+/// The largest region a manifest may name: offsets inside a region have 48 bits
+/// ([`crate::Addr`]).
+pub const MANIFEST_REGION_BYTES_MAX: u64 = 1 << 48;
 
 /// What the manifest records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,28 +180,36 @@ impl SegmentHeader {
         b
     }
 
-    /// Decodes a header page read from `path`.
+    /// Decodes a header page read from `path`; an error names the offset of the field at
+    /// fault.
     pub fn decode(path: &Path, b: &[u8]) -> Result<Self, DurableError> {
-        let bad = |reason: &str| DurableError::BadFile {
+        let bad = |offset: u64, reason: &str| DurableError::BadFile {
             path: path.to_path_buf(),
-            offset: 0,
+            offset,
             reason: reason.into(),
         };
         if b.len() < 36 || &b[0..8] != SEGMENT_MAGIC {
-            return Err(bad("not a log segment (bad magic)"));
+            return Err(bad(0, "not a log segment (bad magic or shorter than its header)"));
         }
         check_version(path, get_u32(b, 8))?;
         if crc32c::crc32c(&b[0..32]) != get_u32(b, 32) {
-            return Err(bad("segment header checksum mismatch"));
+            return Err(bad(32, "segment header checksum mismatch"));
         }
+        let mode = get_u32(b, 28);
         let h = SegmentHeader {
             seq: get_u64(b, 16),
             chunk_bytes: get_u32(b, 12),
             chunks: get_u32(b, 24),
-            marked: get_u32(b, 28) == 2,
+            marked: mode == 2,
         };
-        if h.chunk_bytes < 4096 || h.chunk_bytes % 8 != 0 || h.chunks == 0 {
-            return Err(bad("segment header has an impossible geometry"));
+        if h.chunk_bytes < 4096 || h.chunk_bytes % 8 != 0 {
+            return Err(bad(12, "segment header has an impossible chunk size"));
+        }
+        if h.chunks == 0 {
+            return Err(bad(24, "segment header names no chunks"));
+        }
+        if mode != 1 && mode != 2 {
+            return Err(bad(28, "segment header has an unknown durability mode"));
         }
         Ok(h)
     }
@@ -229,17 +258,17 @@ fn check_version(path: &Path, version: u32) -> Result<(), DurableError> {
 }
 
 fn check_small(path: &Path, b: &[u8], magic: &[u8; 8], crc_at: usize) -> Result<(), DurableError> {
-    let bad = |reason: &str| DurableError::BadFile {
+    let bad = |offset: usize, reason: &str| DurableError::BadFile {
         path: path.to_path_buf(),
-        offset: 0,
+        offset: offset as u64,
         reason: reason.into(),
     };
     if b.len() < crc_at + 4 || &b[0..8] != magic {
-        return Err(bad("bad magic or short file"));
+        return Err(bad(0, "bad magic or short file"));
     }
     check_version(path, get_u32(b, 8))?;
     if crc32c::crc32c(&b[0..crc_at]) != get_u32(b, crc_at) {
-        return Err(bad("checksum mismatch"));
+        return Err(bad(crc_at, "checksum mismatch"));
     }
     Ok(())
 }
@@ -260,9 +289,27 @@ impl Manifest {
     /// Reads `dir/MANIFEST`.
     pub fn read(storage: &dyn Storage, dir: &Path) -> Result<Self, DurableError> {
         let path = dir.join(MANIFEST);
-        let b = read_small(storage, &path)?;
-        check_small(&path, &b, MANIFEST_MAGIC, 32)?;
-        Ok(Manifest { region_bytes: get_u64(&b, 16), regions: get_u64(&b, 24) })
+        Manifest::decode(&path, &read_small(storage, &path)?)
+    }
+
+    /// Decodes the manifest bytes read from `path`: magic, version, checksum, and a geometry
+    /// the address format can hold (a region count beyond the `u16` region ids would make
+    /// recovery open region files under wrapped ids).
+    pub fn decode(path: &Path, b: &[u8]) -> Result<Self, DurableError> {
+        check_small(path, b, MANIFEST_MAGIC, 32)?;
+        let m = Manifest { region_bytes: get_u64(b, 16), regions: get_u64(b, 24) };
+        let bad = |offset: u64, reason: String| DurableError::BadFile {
+            path: path.to_path_buf(),
+            offset,
+            reason,
+        };
+        if m.region_bytes > MANIFEST_REGION_BYTES_MAX {
+            return Err(bad(16, format!("region size {} beyond 2^48 bytes", m.region_bytes)));
+        }
+        if m.regions > MANIFEST_REGIONS_MAX {
+            return Err(bad(24, format!("{} regions, beyond {MANIFEST_REGIONS_MAX}", m.regions)));
+        }
+        Ok(m)
     }
 
     /// Replaces `dir/MANIFEST` atomically.
@@ -288,9 +335,15 @@ pub fn read_checkpoint(storage: &dyn Storage, dir: &Path) -> Result<Checkpoint, 
     if !names.iter().any(|n| n == CHECKPOINT) {
         return Ok(Checkpoint::default());
     }
-    let b = read_small(storage, &path)?;
-    check_small(&path, &b, CHECKPOINT_MAGIC, 32)?;
-    Ok(Checkpoint { ts: get_u64(&b, 16), heap_max_ts: get_u64(&b, 24) })
+    Checkpoint::decode(&path, &read_small(storage, &path)?)
+}
+
+impl Checkpoint {
+    /// Decodes the checkpoint bytes read from `path`.
+    pub fn decode(path: &Path, b: &[u8]) -> Result<Self, DurableError> {
+        check_small(path, b, CHECKPOINT_MAGIC, 32)?;
+        Ok(Checkpoint { ts: get_u64(b, 16), heap_max_ts: get_u64(b, 24) })
+    }
 }
 
 /// Replaces the checkpoint file atomically.
@@ -299,6 +352,8 @@ pub fn write_checkpoint(
     dir: &Path,
     c: Checkpoint,
 ) -> Result<(), DurableError> {
+    // H is announced before a checkpoint writes images up to its new C, and never lowered.
+    debug_assert!(c.heap_max_ts >= c.ts, "no heap image is older than the checkpoint says");
     let mut b = vec![0u8; 64];
     b[0..8].copy_from_slice(CHECKPOINT_MAGIC);
     put_u32(&mut b, 8, FORMAT_VERSION);
@@ -353,6 +408,9 @@ impl RecordBuf {
 
     /// Seals the record (length and checksum) and returns its bytes.
     pub fn finish(&mut self) -> &[u8] {
+        debug_assert!(self.buf.len() >= RECORD_HEADER_BYTES, "finish after begin");
+        debug_assert!(self.buf.len() % 8 == 0, "a record is whole words");
+        debug_assert!(self.buf.len() <= u32::MAX as usize, "a record's length fits its field");
         let len = self.buf.len() as u32;
         put_u32(&mut self.buf, 4, len);
         put_u32(&mut self.buf, 12, self.entries);
@@ -424,7 +482,12 @@ impl<'a> RecordView<'a> {
         if self.kind != KIND_TX_PART {
             return None;
         }
+        // A record `view_record` accepted has a 16-byte tag; `view_checked_record` of other
+        // bytes may not (then this is `None`, never an out-of-bounds read).
         let (_, tag) = self.entries().next()?;
+        if tag.len() != 16 {
+            return None;
+        }
         Some((get_u64(tag, 0), get_u64(tag, 8)))
     }
 
@@ -462,6 +525,7 @@ pub fn split_record(rec: &[u8], max_bytes: usize, out: &mut Vec<Vec<u8>>) -> Res
         }
     }
     let count = sizes.len() as u64;
+    debug_assert!(count >= 2 || rec.len() <= max_bytes, "a record longer than a part splits");
     let mut entries = v.entries();
     let mut buf = RecordBuf::default();
     for (index, n) in sizes.into_iter().enumerate() {
@@ -470,8 +534,11 @@ pub fn split_record(rec: &[u8], max_bytes: usize, out: &mut Vec<Vec<u8>>) -> Res
         for (addr, image) in entries.by_ref().take(n) {
             buf.entry_bytes(addr, image);
         }
-        out.push(buf.finish().to_vec());
+        let part = buf.finish();
+        debug_assert!(part.len() <= max_bytes, "a part fits where the record did not");
+        out.push(part.to_vec());
     }
+    debug_assert!(entries.next().is_none(), "the parts hold every entry");
     Ok(())
 }
 

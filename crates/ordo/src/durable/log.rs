@@ -136,13 +136,19 @@ impl Segment {
     /// are sealed and below the checkpoint).
     fn seal(&self) {
         // AcqRel: pairs with the Acquire load in `delete_below`.
-        self.sealed.fetch_add(1, Ordering::AcqRel);
+        let before = self.sealed.fetch_add(1, Ordering::AcqRel);
+        // Chunk accounting: sealed <= claimed <= chunks. Relaxed: the sealing thread claimed
+        // the chunk itself (or under the stream lock it holds).
+        let claimed = self.next_chunk.load(Ordering::Relaxed).min(self.header.chunks);
+        debug_assert!(before < claimed, "a chunk is sealed once, after it was claimed");
     }
 
     fn sync(&self, stats: &LogStats) -> Result<(), DurableError> {
         // Acquire: pairs with the Release increment after each append's pwrite.
         let d = self.dirty.load(Ordering::Acquire);
-        if d == self.synced.load(Ordering::Acquire) {
+        let synced = self.synced.load(Ordering::Acquire);
+        debug_assert!(synced <= d, "a sync covers only appends made before it");
+        if d == synced {
             return Ok(());
         }
         self.file.sync_data().map_err(|source| DurableError::Io {
@@ -199,6 +205,10 @@ struct Run {
 
 impl Run {
     fn end(&self) -> ChunkEnd {
+        debug_assert!(
+            self.start_bytes as usize + self.bytes.len() <= self.seg.header.chunk_bytes as usize,
+            "a run lies inside its chunk"
+        );
         ChunkEnd {
             seq: self.seg.header.seq,
             chunk: self.chunk,
@@ -604,6 +614,10 @@ impl Log {
             }
         }
         let seg = self.maker.next()?;
+        debug_assert!(
+            segs.last().is_none_or(|last| last.header.seq < seg.header.seq),
+            "segments join the log in sequence order"
+        );
         seg.next_chunk.store(1, Ordering::Relaxed);
         segs.push(seg.clone());
         Ok((seg, 0))
@@ -636,6 +650,7 @@ impl Log {
             w.hint = Some((seg.clone(), offset, record_len as u64));
         }
         w.pos += record_len as u32;
+        debug_assert!(w.pos <= self.chunk_bytes, "a record never spans chunks");
         self.stats.records.fetch_add(1, Ordering::Relaxed);
         self.stats.bytes.fetch_add(record_len as u64, Ordering::Relaxed);
         // Release: pairs with the Acquire load in Segment::sync (the pwrite is done).
@@ -700,8 +715,10 @@ impl Log {
                 if !st.fits(r.len(), self.chunk_bytes) {
                     st.move_to(fresh.next());
                 }
+                debug_assert!(st.fits(r.len(), self.chunk_bytes), "a staged record fits its chunk");
                 st.push(r, ts);
             }
+            debug_assert!(fresh.next().is_none(), "every chunk claimed for the records is used");
             return Ok(());
         }
     }
@@ -723,6 +740,13 @@ impl Log {
         fill: impl FnOnce(&mut RecordBuf),
     ) -> Result<(), DurableError> {
         self.check_poison()?;
+        // The marker stays below a published `lower <= wts` until this record is appended
+        // (`crate::marker`), and a recovered marker below the clock: no record is logged at or
+        // below it. (The negative tests' `ignore_pending` breaks exactly this.)
+        debug_assert!(
+            self.shortcuts.ignore_pending || wts > self.marker(),
+            "a record is logged above the durable marker"
+        );
         let s = &self.slots[slot];
         let mut w = lock(&s.writer);
         w.buf.begin(super::format::KIND_TX, wts);
@@ -890,7 +914,12 @@ impl Log {
             for f in touched.iter().filter(|t| Some((t.seq, t.chunk)) != current) {
                 m.entry_words(f.seq, [u64::from(f.chunk), u64::from(f.end_bytes)]);
             }
-            st.push(m.finish(), d);
+            let rec = m.finish();
+            debug_assert!(
+                st.fits(rec.len(), self.chunk_bytes),
+                "the round's marker fits its chunk"
+            );
+            st.push(rec, d);
             st.marker = m;
             std::mem::take(&mut st.runs)
         };
@@ -941,6 +970,8 @@ impl Log {
             }
             s.covered.store(seen[i], Ordering::Relaxed);
         }
+        // Rounds run one at a time (under `sync_lock`), and this one found `d` above it.
+        debug_assert!(self.marker() < d, "the durable marker only grows");
         // Release: pairs with marker()'s Acquire; waiters see a flushed marker only.
         self.marker.fetch_max(d, Ordering::Release);
         Ok(true)

@@ -411,6 +411,12 @@ pub(crate) fn scan(
             }
         }
     }
+    debug_assert!(
+        report.records_replayed + report.records_beyond_marker + report.parts_dropped
+            <= report.records,
+        "each valid record is replayed, beyond the marker, dropped, or at or below C"
+    );
+    debug_assert!(report.transactions_replayed <= report.records_replayed, "a part is a record");
     // An interrupted checkpoint may have left heap images up to H.
     report.recovered_ts = d.max(ckpt.heap_max_ts);
     report.scan_ns = started.elapsed().as_nanos() as u64;
@@ -499,6 +505,7 @@ fn scan_segment(
                 }
             }
         }
+        debug_assert!(pos <= cb, "a chunk's valid prefix ends inside it");
         out.valid_end.push(((seg.header.seq, c as u64), pos as u64));
     }
     Ok(out)
@@ -560,6 +567,7 @@ pub(crate) fn apply(
     let Scan { segs, mut report, started, spans, incomplete, .. } = scan;
     let checkpoint = report.checkpoint_ts;
     let marker = report.marker_ts;
+    debug_assert!(marker >= checkpoint, "C counts as a marker: D >= C");
     let next_seq = segs.last().map_or(0, |s| s.header.seq + 1);
     let phase = Instant::now();
     // Backward filtering, one address range set per thread: the newest image per address
@@ -589,6 +597,7 @@ pub(crate) fn apply(
             })
             .collect();
         mine.sort_unstable_by_key(|(a, _)| *a);
+        debug_assert!(mine.windows(2).all(|w| w[0].0 < w[1].0), "one image per address");
         mine
     });
     report.images_written = images.iter().map(|v| v.len() as u64).sum();
