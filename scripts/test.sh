@@ -27,6 +27,7 @@ cargo run --quiet --example durable_kv -- demo "$kv_dir/db" 2
 rm -rf "$kv_dir"
 step "loom models"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test --release --quiet -p ordo-clock -p ordo --test 'loom*' 2>&1 | tee target/loom-output.txt
+  cargo test --release --quiet -p ordo-clock -p ordo -p ordo-apps --test 'loom*' 2>&1 |
+  tee target/loom-output.txt
 echo
 echo "all checks passed"

@@ -58,10 +58,10 @@ pub enum BenchError {
     },
     /// The RLU runtime failed.
     #[error("RLU runtime error: {0}")]
-    Rlu(#[from] ordo::rlu::RluError),
+    Rlu(#[from] ordo_apps::rlu::RluError),
     /// An oplog refused an operation.
     #[error("oplog error: {0}")]
-    Oplog(#[from] ordo::oplog::OplogError),
+    Oplog(#[from] ordo_apps::oplog::OplogError),
     /// A result check after the run failed: the workload's model and the database disagree.
     #[error("consistency check failed: {0}")]
     Inconsistent(String),

@@ -4,9 +4,9 @@
 //! (half inserts, half removes) with probability `update_percent`, else a lookup.
 //!
 //! Two implementations with the same structure run side by side:
-//! * `rlu` — [`ordo::rlu::hashset::RluHashSet`], RLU on the clock (logical = the original RLU,
-//!   ORDO = RLU^ORDO);
-//! * `txn` — [`ordo::hashset::TxnHashSet`], every operation an Ordo transaction.
+//! * `rlu` — [`ordo_apps::rlu::hashset::RluHashSet`], RLU on the clock (logical = the original
+//!   RLU, ORDO = RLU^ORDO);
+//! * `txn` — [`ordo_apps::hashset::TxnHashSet`], every operation an Ordo transaction.
 //!
 //! The post-run [`check`](Loaded::check) reads every key in one snapshot and compares the size
 //! with the model: the loaded size plus the successful inserts minus the successful removes
@@ -17,10 +17,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ordo::hashset::TxnHashSet;
-use ordo::rlu::RluOptions;
-use ordo::rlu::hashset::{RluHashSet, RluSetHandle};
 use ordo::{Config, Ordo, Stats};
+use ordo_apps::hashset::TxnHashSet;
+use ordo_apps::rlu::RluOptions;
+use ordo_apps::rlu::hashset::{RluHashSet, RluSetHandle};
 use ordo_clock::Clock;
 
 use crate::driver::{RunStats, Tally, run_timed, run_timed_then};
@@ -67,7 +67,7 @@ pub struct HashtableConfig {
     /// Seed of the load and of the workers' choices.
     pub seed: u64,
     /// RLU deferral: commit after this many writer sections (`None`: every section commits;
-    /// ignored by `txn`). See `ordo::rlu`'s essay.
+    /// ignored by `txn`). See `ordo_apps::rlu`'s essay.
     pub rlu_defer: Option<NonZeroUsize>,
 }
 

@@ -5,8 +5,9 @@
 //! page or removes its oldest live mapping, keeping at most `live_max` live mappings per thread.
 //! With probability `read_ratio` an operation instead reads one page's mappings (swap-out), which
 //! merges every log into the reverse map. Updates are logged in the thread's own log of an
-//! [`ordo::oplog::Oplog`] stamped by the clock under test: the logical clock (one shared counter,
-//! written by every update) or ORDO (`get_ts`: no shared write, a wait of the boundary).
+//! [`ordo_apps::oplog::Oplog`] stamped by the clock under test: the logical clock (one shared
+//! counter, written by every update) or ORDO (`get_ts`: no shared write, a wait of the
+//! boundary).
 //!
 //! Reported: operations per second (`tx_per_s`), and `updates_per_s` / `reads_per_s` in
 //! `metrics`; latency is per operation.
@@ -20,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ordo::oplog::{Mapping, Oplog, Rmap, RmapOp};
+use ordo_apps::oplog::{Mapping, Oplog, Rmap, RmapOp};
 use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
@@ -67,7 +68,7 @@ impl OplogConfig {
         if self.threads == 0 {
             return Err(BenchError::ZeroThreads);
         }
-        if self.threads > ordo::oplog::THREADS_MAX {
+        if self.threads > ordo_apps::oplog::THREADS_MAX {
             return bad("threads", self.threads.to_string(), "1..=65536");
         }
         if self.pages == 0 {

@@ -23,10 +23,9 @@
 //! component.
 
 use std::collections::VecDeque;
-
-use crate::hash::FastMap;
 use std::fmt;
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 /// Why one transaction must be ordered before another.
@@ -351,7 +350,7 @@ fn bfs(
 ) -> Option<Vec<EdgeRef>> {
     // parent[w] = (arc into w, its source); present iff w was reached. A map, not a vector,
     // so a search costs what it visits, not the size of the view.
-    let mut parent: FastMap<usize, (usize, usize)> = FastMap::default();
+    let mut parent: FxHashMap<usize, (usize, usize)> = FxHashMap::default();
     let mut queue = VecDeque::new();
     queue.push_back(start);
     while let Some(v) = queue.pop_front() {

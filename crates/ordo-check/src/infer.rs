@@ -28,7 +28,7 @@
 //! written by another node, which the version-order inference (`list.rs`, `register.rs`)
 //! relies on.
 
-use crate::hash::FastMap;
+use rustc_hash::FxHashMap;
 
 use crate::graph::Graph;
 use crate::history::{History, Op, Outcome, Txn};
@@ -89,8 +89,8 @@ pub(crate) struct Writer {
 /// Every write of the history, by `(key, value)`.
 #[derive(Debug, Default)]
 pub(crate) struct Writes {
-    pub(crate) list: FastMap<(u64, u64), Writer>,
-    pub(crate) register: FastMap<(u64, u64), Writer>,
+    pub(crate) list: FxHashMap<(u64, u64), Writer>,
+    pub(crate) register: FxHashMap<(u64, u64), Writer>,
 }
 
 /// Everything the version-order inference works from.
@@ -148,7 +148,7 @@ pub(crate) fn infer(h: &History, scope: Scope, realtime: bool) -> Result<Graph, 
 }
 
 fn validate(txns: &[Txn]) -> Result<(), Violation> {
-    let mut ids = FastMap::with_capacity_and_hasher(txns.len(), Default::default());
+    let mut ids = FxHashMap::with_capacity_and_hasher(txns.len(), Default::default());
     for t in txns {
         if ids.insert(t.id, ()).is_some() {
             return Err(Violation::Malformed {
@@ -178,8 +178,8 @@ fn validate(txns: &[Txn]) -> Result<(), Violation> {
 fn index_writes(txns: &[Txn]) -> Result<Writes, Violation> {
     let mut writes = Writes::default();
     for (i, t) in txns.iter().enumerate() {
-        let mut last_append: FastMap<u64, u64> = FastMap::default();
-        let mut last_write: FastMap<u64, u64> = FastMap::default();
+        let mut last_append: FxHashMap<u64, u64> = FxHashMap::default();
+        let mut last_write: FxHashMap<u64, u64> = FxHashMap::default();
         for op in &t.ops {
             let (model, map, last, key, value, version) = match *op {
                 Op::Append { key, value } => {
@@ -234,10 +234,10 @@ struct Scan<'h> {
 
 fn scan<'h>(i: usize, t: &'h Txn, writes: &Writes) -> Scan<'h> {
     let mut s = Scan::default();
-    let mut own_appends: FastMap<u64, Vec<u64>> = FastMap::default();
-    let mut own_write: FastMap<u64, u64> = FastMap::default();
-    let mut first_list: FastMap<u64, &'h [u64]> = FastMap::default();
-    let mut first_register: FastMap<u64, Option<u64>> = FastMap::default();
+    let mut own_appends: FxHashMap<u64, Vec<u64>> = FxHashMap::default();
+    let mut own_write: FxHashMap<u64, u64> = FxHashMap::default();
+    let mut first_list: FxHashMap<u64, &'h [u64]> = FxHashMap::default();
+    let mut first_register: FxHashMap<u64, Option<u64>> = FxHashMap::default();
     for op in &t.ops {
         match op {
             Op::Append { key, value } => own_appends.entry(*key).or_default().push(*value),

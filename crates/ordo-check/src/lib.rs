@@ -48,8 +48,12 @@
 //! `history` (the data), `builder` (by hand), `recorder` (from threads), `infer` (roles,
 //! external reads, single-read anomalies), `list` and `register` (version orders),
 //! `realtime` (the `rt` sweep), `graph` (SCCs and BFS), `search` (cycle searches and naming),
-//! `check` (the public checks), `violation` (the reports), `hash` (a fast hasher for the
-//! integer-keyed maps).
+//! `check` (the public checks), `violation` (the reports).
+//!
+//! The integer-keyed maps of the hot paths (inference, version orders, BFS parents) are
+//! `rustc_hash`'s `FxHashMap`/`FxHashSet`: the input is a test's own history, so SipHash's
+//! resistance to chosen keys buys nothing at several times the cost. No result depends on
+//! their iteration order (what is read out of them is sorted first).
 //!
 //! ## Cost
 //!
@@ -63,7 +67,6 @@
 mod builder;
 mod check;
 mod graph;
-mod hash;
 mod history;
 mod infer;
 mod list;

@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::hash::{FastMap, FastSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::graph::{EdgeKind, Graph};
 use crate::infer::{Facts, ListRead, Role};
@@ -41,7 +41,7 @@ pub(crate) fn infer(f: &Facts<'_>, g: &mut Graph) -> Result<(), Violation> {
         reads_by_key.entry(read.key).or_default().push(read);
     }
     // Appends by graph nodes that take effect, per read key: (value, writer).
-    let mut appends_by_key: FastMap<u64, Vec<(u64, usize)>> = FastMap::default();
+    let mut appends_by_key: FxHashMap<u64, Vec<(u64, usize)>> = FxHashMap::default();
     for (&(key, value), w) in &f.writes.list {
         if f.roles[w.txn] == Role::Full && reads_by_key.contains_key(&key) {
             appends_by_key.entry(key).or_default().push((value, w.txn));
@@ -79,7 +79,7 @@ pub(crate) fn infer(f: &Facts<'_>, g: &mut Graph) -> Result<(), Violation> {
             }
         }
 
-        let seen: FastSet<u64> = order.iter().copied().collect();
+        let seen: FxHashSet<u64> = order.iter().copied().collect();
         let mut unseen: Vec<usize> = appends_by_key
             .get(&key)
             .into_iter()
@@ -117,7 +117,7 @@ pub(crate) fn infer(f: &Facts<'_>, g: &mut Graph) -> Result<(), Violation> {
 }
 
 fn duplicate_free(f: &Facts<'_>, key: u64, read: &ListRead<'_>) -> Result<(), Violation> {
-    let distinct: FastSet<&u64> = read.prefix.iter().collect();
+    let distinct: FxHashSet<&u64> = read.prefix.iter().collect();
     if distinct.len() == read.prefix.len() {
         return Ok(());
     }

@@ -28,7 +28,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::hash::{FastMap, FastSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::graph::{EdgeKind, Graph};
 use crate::infer::{Facts, RegisterRead, Role};
@@ -70,7 +70,7 @@ fn infer_key(
     let writer_of = |value: u64| f.writes.register.get(&(key, value)).map(|w| w.txn);
 
     // 1. Version tags, from writes and from reads that returned the version.
-    let mut tag: FastMap<u64, u64> =
+    let mut tag: FxHashMap<u64, u64> =
         writes.iter().filter_map(|&(_, value, version)| version.map(|t| (value, t))).collect();
     for read in reads {
         let (Some(value), Some(version)) = (read.seen, read.version) else {
@@ -97,8 +97,8 @@ fn infer_key(
         writes.iter().filter_map(|&(txn, value, _)| tag.get(&value).map(|&t| (t, txn))).collect();
     tagged.sort_unstable();
 
-    let mut successors: FastMap<usize, Vec<usize>> = FastMap::default();
-    let mut has_predecessor: FastSet<usize> = FastSet::default();
+    let mut successors: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
+    let mut has_predecessor: FxHashSet<usize> = FxHashSet::default();
     for pair in tagged.windows(2) {
         let ((t1, a), (t2, b)) = (pair[0], pair[1]);
         if t1 == t2 {
@@ -115,7 +115,7 @@ fn infer_key(
     }
 
     // 2. Writes follow reads.
-    let writes_key: FastSet<usize> = writes.iter().map(|&(txn, _, _)| txn).collect();
+    let writes_key: FxHashSet<usize> = writes.iter().map(|&(txn, _, _)| txn).collect();
     for read in reads {
         if !writes_key.contains(&read.txn) {
             continue;

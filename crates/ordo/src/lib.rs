@@ -7,9 +7,11 @@
 //! * [`object`] — the 16-byte header and the seqlock-style read / lock / install protocol.
 //! * [`txn`] — transactions: read timestamps, buffered writes, and the commit protocol in
 //!   [`txn::commit`], talking to object owners through [`txn::participant::Participant`].
-//! * [`rlu`] — read-log-update on any clock (ORDO §4.1) and its hash set; [`hashset`] — the
-//!   same hash set on Ordo transactions.
 //! * [`Ordo`] — the embedded API: `run` with retry, explicit `begin`/`commit`, statistics.
+//!
+//! The ORDO applications that are not parts of the store — RLU, Oplog and the hash set of
+//! Fig. 11 on RLU and on Ordo transactions — live in the `ordo-apps` crate, which uses only
+//! this crate's public API.
 //!
 //! ```
 //! use ordo::{Config, Ordo};
@@ -37,8 +39,6 @@ mod error;
 #[cfg(not(loom))]
 mod gc;
 #[cfg(not(loom))]
-pub mod hashset;
-#[cfg(not(loom))]
 pub mod heap;
 #[cfg(not(loom))]
 mod le_bytes;
@@ -51,10 +51,7 @@ pub mod marker;
 mod mvcc;
 pub mod object;
 #[cfg(not(loom))]
-pub mod oplog;
-#[cfg(not(loom))]
 pub mod remote;
-pub mod rlu;
 mod sync;
 #[cfg(not(loom))]
 pub mod table;

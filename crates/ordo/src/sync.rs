@@ -2,7 +2,7 @@
 //! header protocol and the bitmap run unchanged inside loom models (STYLE: one `sync` module).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering, fence};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering, fence};

@@ -1,4 +1,4 @@
-//! The engine: API, stress, GC, histories checked by ordo-check, negative shortcuts, slab reuse, Oplog.
+//! The engine: API, stress, GC, histories checked by ordo-check, negative shortcuts, slab reuse.
 //!
 //! One test binary (linked once); each module is one former test file.
 
@@ -11,6 +11,5 @@ mod engine_api;
 mod engine_stress;
 mod gc;
 mod history;
-mod oplog;
 mod shortcuts;
 mod slab_reuse;

@@ -20,8 +20,8 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ordo::rlu::hashset::RluHashSet;
-use ordo::rlu::{NodeId, NodeValue, Rlu, RluOptions, RluStats};
+use ordo_apps::rlu::hashset::RluHashSet;
+use ordo_apps::rlu::{NodeId, NodeValue, Rlu, RluOptions, RluStats};
 use ordo_clock::{Clock, LogicalClock};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
@@ -128,7 +128,7 @@ fn observe<C: Clock>(rlu: &std::sync::Arc<Rlu<C>>, ids: &[NodeId]) -> Vec<u64> {
     t.section(|s| ids.iter().map(|&id| Ok(s.deref(id)?.key)).collect()).unwrap()
 }
 
-fn increment<C: Clock>(t: &mut ordo::rlu::RluThread<C>, id: NodeId) {
+fn increment<C: Clock>(t: &mut ordo_apps::rlu::RluThread<C>, id: NodeId) {
     t.section(|s| {
         let v = s.deref(id)?;
         s.try_lock(id)?;
@@ -184,7 +184,7 @@ fn without_deferral_every_writer_section_commits() {
 #[cfg(feature = "shortcuts")]
 #[test]
 fn without_the_defer_limit_commit_updates_stay_invisible() {
-    use ordo::rlu::RluShortcuts;
+    use ordo_apps::rlu::RluShortcuts;
     let options = RluOptions {
         shortcuts: RluShortcuts { skip_defer_limit: true, ..RluShortcuts::default() },
         ..deferring(8, 4, 3)
@@ -267,7 +267,7 @@ fn a_conflicting_writer_makes_the_deferred_owner_commit() {
 #[cfg(feature = "shortcuts")]
 #[test]
 fn without_the_sync_request_a_conflicting_writer_starves() {
-    use ordo::rlu::RluShortcuts;
+    use ordo_apps::rlu::RluShortcuts;
     let options = RluOptions {
         shortcuts: RluShortcuts { skip_sync_request: true, ..RluShortcuts::default() },
         ..deferring(4, 4, 8)

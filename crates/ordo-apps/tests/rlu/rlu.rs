@@ -9,10 +9,10 @@ use crate::set_common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ordo::hashset::TxnHashSet;
-use ordo::rlu::hashset::RluHashSet;
-use ordo::rlu::{NodeId, NodeValue, Rlu, RluError, RluOptions};
 use ordo::{Config, Ordo};
+use ordo_apps::hashset::TxnHashSet;
+use ordo_apps::rlu::hashset::RluHashSet;
+use ordo_apps::rlu::{NodeId, NodeValue, Rlu, RluError, RluOptions};
 use ordo_clock::{Clock, LogicalClock};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 

@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used)] // test code: panics are the failure reports
 
 mod common;
-#[path = "../set_common/mod.rs"]
 mod set_common;
 
 mod rlu;

@@ -24,8 +24,8 @@ use crate::set_common;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use ordo::rlu::hashset::RluHashSet;
-use ordo::rlu::{RluOptions, RluShortcuts, RluStep};
+use ordo_apps::rlu::hashset::RluHashSet;
+use ordo_apps::rlu::{RluOptions, RluShortcuts, RluStep};
 use ordo_clock::{Reference, TestClock, Timestamp};
 
 use set_common::{Kind, SetHistory};
@@ -142,7 +142,7 @@ fn with_extra_boundary_the_same_script_is_linearizable() {
 /// before write-back, and the reader finishes.
 mod block {
     use super::*;
-    use ordo::rlu::{NodeId, NodeValue, Rlu};
+    use ordo_apps::rlu::{NodeId, NodeValue, Rlu};
     use ordo_check::{Recorder, check_serializable};
 
     static WRITER: AtomicU8 = AtomicU8::new(IDLE);

@@ -21,8 +21,8 @@ use std::num::NonZeroUsize;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
-use ordo::rlu::hashset::RluHashSet;
-use ordo::rlu::{NodeId, NodeValue, Rlu, RluOptions, RluShortcuts, RluStep};
+use ordo_apps::rlu::hashset::RluHashSet;
+use ordo_apps::rlu::{NodeId, NodeValue, Rlu, RluOptions, RluShortcuts, RluStep};
 use ordo_clock::{LogicalClock, Reference, TestClock, Timestamp};
 
 /// The scripts share the statics below: run them one at a time.

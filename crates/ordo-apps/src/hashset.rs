@@ -14,7 +14,7 @@
 
 use ordo_clock::Clock;
 
-use crate::{Addr, Error, Ordo, Tx};
+use ordo::{Addr, Error, Ordo, Tx};
 
 /// The result of a tagged operation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -60,7 +60,7 @@
 //! clock reading (`now().lo()`, the local counter) instead of `get_ts` — original Oplog on
 //! clocks that are *not* synchronized. On a skewed clock an update that follows another in real
 //! time can then sort before it. [`OplogShortcuts::uncertain_by_thread`] orders timestamps
-//! closer than the boundary by thread instead of by value (point 1 above). `tests/engine/oplog.rs`
+//! closer than the boundary by thread instead of by value (point 1 above). `tests/oplog.rs`
 //! shows `ordo-check` rejecting the history of each.
 
 mod rmap;
@@ -147,7 +147,7 @@ struct Shared<S: Apply> {
 /// See the [module docs](self).
 ///
 /// ```
-/// use ordo::oplog::{Mapping, Oplog, Rmap, RmapOp};
+/// use ordo_apps::oplog::{Mapping, Oplog, Rmap, RmapOp};
 /// use ordo_clock::LogicalClock;
 ///
 /// let rmap = Oplog::new(Rmap::default(), LogicalClock::new(), 2)?;
@@ -159,7 +159,7 @@ struct Shared<S: Apply> {
 /// rmap.log(1, RmapOp::Remove { page: 43, mapping: m })?;
 /// assert_eq!(rmap.read(|r| r.mappings(42).len())?, 1);
 /// assert_eq!(rmap.read(|r| r.mappings(43).len())?, 0);
-/// # Ok::<(), ordo::oplog::OplogError>(())
+/// # Ok::<(), ordo_apps::oplog::OplogError>(())
 /// ```
 pub struct Oplog<S: Apply, C: Clock> {
     clock: C,

@@ -1,5 +1,5 @@
 //! Checking hash-set histories: each operation is a one-operation transaction on the register
-//! "bucket tag" (see `ordo::rlu::hashset`), checked for strict serializability by `ordo-check`
+//! "bucket tag" (see `ordo_apps::rlu::hashset`), checked for strict serializability by `ordo-check`
 //! (= linearizability of the tag register), then replayed along the tag chain against a
 //! `BTreeSet` model (= every result is the one the set gives at that point of the order).
 #![allow(dead_code, unreachable_pub)] // shared by the modules of one test binary
@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use ordo::rlu::hashset::RluSetHandle;
+use ordo_apps::rlu::hashset::RluSetHandle;
 use ordo_check::{Recorder, TxnRecorder, check_strict_serializable};
 use ordo_clock::Clock;
 use rand::{Rng, rngs::SmallRng};

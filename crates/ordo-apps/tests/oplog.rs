@@ -1,4 +1,4 @@
-//! `ordo::oplog`: linearizability under concurrency (checked by `ordo-check`, each operation a
+//! `ordo_apps::oplog`: linearizability under concurrency (checked by `ordo-check`, each operation a
 //! one-operation transaction, so strict serializability is linearizability), the reverse map
 //! against a sequential replay of the logged operations in `(timestamp, thread)` order, reads
 //! against the replay up to their cut, and bad input.
@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use ordo::oplog::{Apply, Mapping, Oplog, OplogError, Rmap, RmapOp};
+use ordo_apps::oplog::{Apply, Mapping, Oplog, OplogError, Rmap, RmapOp};
 use ordo_check::{Recorder, check_strict_serializable};
 use ordo_clock::{Clock, LogicalClock, TestClock, ThreadSkew, Timestamp};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
@@ -167,11 +167,11 @@ fn rmap_matches_the_sequential_replay() {
 fn a_full_log_synchronizes_itself() {
     let oplog = Oplog::new(Rmap::default(), LogicalClock::new(), 1).unwrap();
     let m = Mapping { space: 1, vaddr: 0 };
-    for page in 0..(ordo::oplog::LOG_ENTRIES_MAX as u64 + 10) {
+    for page in 0..(ordo_apps::oplog::LOG_ENTRIES_MAX as u64 + 10) {
         oplog.log(0, RmapOp::Add { page, mapping: m }).unwrap();
     }
-    assert_eq!(oplog.applied().unwrap(), ordo::oplog::LOG_ENTRIES_MAX as u64);
-    assert_eq!(oplog.read(Rmap::pages).unwrap(), ordo::oplog::LOG_ENTRIES_MAX + 10);
+    assert_eq!(oplog.applied().unwrap(), ordo_apps::oplog::LOG_ENTRIES_MAX as u64);
+    assert_eq!(oplog.read(Rmap::pages).unwrap(), ordo_apps::oplog::LOG_ENTRIES_MAX + 10);
 }
 
 #[test]
@@ -181,7 +181,8 @@ fn bad_input_is_a_typed_error() {
         Some(OplogError::Threads { threads: 0 })
     );
     assert!(
-        Oplog::new(Rmap::default(), LogicalClock::new(), ordo::oplog::THREADS_MAX + 1).is_err()
+        Oplog::new(Rmap::default(), LogicalClock::new(), ordo_apps::oplog::THREADS_MAX + 1)
+            .is_err()
     );
     let oplog = Oplog::new(Rmap::default(), LogicalClock::new(), 2).unwrap();
     let op = RmapOp::Add { page: 1, mapping: Mapping { space: 1, vaddr: 0 } };
@@ -205,7 +206,7 @@ fn bad_input_is_a_typed_error() {
 #[cfg(feature = "shortcuts")]
 #[test]
 fn merging_without_respecting_the_boundary_breaks_real_time_order() {
-    use ordo::oplog::OplogShortcuts;
+    use ordo_apps::oplog::OplogShortcuts;
     use ordo_clock::Reference;
 
     let none = OplogShortcuts::default();

@@ -1,13 +1,13 @@
 //! Loom models of the RLU core: the header / copy / write-clock protocol between a reader and
 //! a committing writer, and lock conflicts between writers. The clock is a loom-modelled
 //! counter (the logical clock), so loom explores every interleaving of the memory operations.
-//! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ordo --test loom_rlu`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ordo-apps --test loom_rlu`.
 #![cfg(loom)]
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
 
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
-use ordo::rlu::{NodeId, NodeValue, Rlu, RluOptions};
+use ordo_apps::rlu::{NodeId, NodeValue, Rlu, RluOptions};
 use ordo_clock::{Clock, ClockKind, Interval, Timestamp};
 
 /// The logical clock on a loom atomic.
@@ -113,7 +113,7 @@ fn deferred_writer_and_conflicting_writer_lose_no_update() {
         let options = RluOptions { defer_limit: std::num::NonZeroUsize::new(2), ..options() };
         let rlu = Rlu::new(LoomClock(AtomicU64::new(0)), options).unwrap();
         let a = rlu.thread().unwrap().alloc_unshared(NodeValue::new(0, NodeId::NIL)).unwrap();
-        let inc = move |t: &mut ordo::rlu::RluThread<LoomClock>| {
+        let inc = move |t: &mut ordo_apps::rlu::RluThread<LoomClock>| {
             t.section(|s| {
                 let v = s.deref(a)?;
                 s.try_lock(a)?;
