@@ -34,6 +34,11 @@ pub mod bitmap;
 mod db;
 #[cfg(not(loom))]
 pub mod durable;
+/// Under loom only the durable marker's bound is built, for its model (`tests/loom_marker.rs`).
+#[cfg(loom)]
+pub mod durable {
+    pub mod marker;
+}
 #[cfg(not(loom))]
 mod error;
 #[cfg(not(loom))]
@@ -46,7 +51,6 @@ mod le_bytes;
 pub mod map;
 #[cfg(not(loom))]
 mod mapping;
-pub mod marker;
 #[cfg(not(loom))]
 mod mvcc;
 pub mod object;

@@ -1,8 +1,9 @@
-//! Loom model of the durable marker's bound (`ordo::marker`): with committers drawing
+//! Loom model of the durable marker's bound (`ordo::durable::marker`): with committers drawing
 //! timestamps from a logical clock while a leader computes the bound, every timestamp at or
 //! below the bound was logged before the leader looked — in every interleaving loom explores.
 //! The negative model ignores the committers' lower bounds and must find a violation; with
-//! either fence of `ordo::marker` removed the positive model fails too (checked by hand).
+//! either fence of `ordo::durable::marker` removed the positive model fails too (checked by
+//! hand).
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ordo --test loom_marker`.
 #![cfg(loom)]
 #![allow(clippy::unwrap_used, unreachable_pub)] // test code: panics are the failure reports
@@ -10,7 +11,7 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
-use ordo::marker::MarkerSlots;
+use ordo::durable::marker::MarkerSlots;
 
 /// Two committers (one commit each) against one leader computing the bound once. `logged[i]`
 /// stands for committer `i`'s record in the stream (0: not there yet).

@@ -43,7 +43,7 @@
 //! * Sync mode has no per-thread logs on disk: committers stage records to one stream, and
 //!   each round's leader writes the staged records and its marker with one contiguous
 //!   `pwrite` before its flush. A flush of pages scattered over per-thread chunks costs up to
-//!   three times a contiguous one (see the `log` module docs); the per-thread `(wts,
+//!   three times a contiguous one (see the `log::stream` module docs); the per-thread `(wts,
 //!   persisted)` slots of Alg. 3 remain, as `lower`/`appended`.
 //! * Besides the background [`checkpoint`]er, every open folds the logs into the heap files.
 //! * Emptied slabs are not reclaimed for other size classes in durable databases (a reclaim
@@ -55,6 +55,7 @@ pub mod checkpoint;
 pub mod format;
 pub mod io;
 pub(crate) mod log;
+pub mod marker;
 pub mod recovery;
 
 use std::path::{Path, PathBuf};
@@ -122,7 +123,7 @@ pub struct DurableConfig {
     pub flush_after_commit: bool,
     /// Leader/follower batching (sync mode): microseconds a round's leader may wait for the
     /// committers the previous round released to append again, at most half the last flush;
-    /// 0 = no wait. See the "Batching" section of the `log` module.
+    /// 0 = no wait. See the "Batching" section of the `log::round` module.
     pub group_wait_us: u64,
     /// Milliseconds between background checkpoints; 0 runs none (call
     /// [`crate::Ordo::checkpoint`]).

@@ -4,8 +4,8 @@
 //! segment (header, then each chunk's records up to its first zero or bad record), and computes
 //! the marker D — the largest marker record found in a valid chunk prefix of a sync-mode
 //! segment whose frontier holds (every chunk it names has a valid prefix reaching the named
-//! end, or its segment was deleted by a checkpoint; see the module docs of `log`); records of
-//! process-mode segments count whole (their page cache survived). A bad
+//! end, or its segment was deleted by a checkpoint; see the module docs of `log::round`);
+//! records of process-mode segments count whole (their page cache survived). A bad
 //! record is a **torn tail** (dropped, reported) when nothing valid follows it in its chunk and,
 //! in a sync-mode segment, its timestamp field is above D; otherwise it is an error naming the
 //! file and offset: every record at or below D was flushed before D was, so a bad one there is

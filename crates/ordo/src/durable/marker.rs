@@ -1,8 +1,8 @@
 //! The durable marker's bound (SPHT Alg. 3's per-thread `(wts, persisted)` slots, on files):
-//! which write timestamps are certainly logged. The durable log (`durable::log`) keeps one
-//! [`MarkerSlot`] per worker and computes its marker with [`MarkerSlots::bound`]; this module
-//! holds only the atomics and their orderings, so that `tests/loom_marker.rs` model-checks the
-//! code the log runs.
+//! which write timestamps are certainly logged. The durable log (`durable::log`, its rounds in
+//! `log::round`) keeps one [`MarkerSlot`] per worker and computes its marker with
+//! [`MarkerSlots::bound`]; this module holds only the atomics and their orderings, so that
+//! `tests/loom_marker.rs` model-checks the code the log runs.
 //!
 //! # Protocol
 //! A committer, per commit: [`MarkerSlots::publish_lower`] a lower bound `lower` of its write
