@@ -745,7 +745,9 @@ mod tests {
             match body {
                 Body::Lock { .. } => {
                     lock(&self.0).push("lock starts");
-                    std::thread::sleep(SLOW_LOCK);
+                    // As a durable node's slow step does: the worker's other connections move
+                    // to another thread meanwhile, so an overtaking ABORT would be served.
+                    tokio::task::block_in_place(|| std::thread::sleep(SLOW_LOCK));
                     lock(&self.0).push("lock ends");
                 }
                 Body::Abort { .. } => lock(&self.0).push("abort"),
@@ -765,17 +767,24 @@ mod tests {
 
     /// A node serving `Recorder` on its own 2-thread runtime (two connections served at once),
     /// and a `RemoteOwners` of node `ME` calling it.
-    fn setup() -> (tokio::runtime::Runtime, Server, Arc<Recorder>, Arc<RemoteOwners>) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+    /// The node's runtime and the caller's, apart: the node's LOCK handler blocks one of its
+    /// workers, and the caller's timeouts must not wait on it.
+    struct Runtimes {
+        _node: tokio::runtime::Runtime,
+        _caller: tokio::runtime::Runtime,
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    }
+
+    fn setup() -> (Runtimes, Server, Arc<Recorder>, Arc<RemoteOwners>) {
+        let (node_rt, caller_rt) = (runtime(), runtime());
         let secret = Secret::from_bytes(*b"0123456789abcdef0123456789abcdef").unwrap();
         let limits = Limits { call_timeout: CALL_TIMEOUT, ..Limits::default() };
         let recorder = Arc::new(Recorder::default());
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let server = rt
+        let server = node_rt
             .block_on(Server::bind(any, NODE, "c", secret.clone(), limits, recorder.clone()))
             .unwrap();
         let addr = server.local_addr();
@@ -784,10 +793,11 @@ mod tests {
         let pool = Arc::new(PeerPool::new(ME, "c", secret, limits));
         pool.set_addr(NODE, addr);
         // Both connections open before the test (so neither waits on the blocked worker).
-        rt.block_on(pool.get(NODE)).unwrap();
-        rt.block_on(pool.get_polled(NODE)).unwrap();
-        let owners = RemoteOwners::new(ME, placement, pool, rt.handle().clone(), CALL_TIMEOUT);
-        (rt, server, recorder, owners)
+        caller_rt.block_on(pool.get(NODE)).unwrap();
+        caller_rt.block_on(pool.get_polled(NODE)).unwrap();
+        let handle = caller_rt.handle().clone();
+        let owners = RemoteOwners::new(ME, placement, pool, handle, CALL_TIMEOUT);
+        (Runtimes { _node: node_rt, _caller: caller_rt }, server, recorder, owners)
     }
 
     /// Holds the polled connection to `NODE` from another thread for `hold`.
