@@ -80,7 +80,8 @@ pub(crate) struct EtcdCompareArgs {
     #[arg(long, default_value_t = 1)]
     ordo_connections: usize,
     /// Where Ordo's transactions are coordinated: in cluster clients (as etcd's clients), or
-    /// in the nodes' engines (FaRM's deployment; client i runs on node i mod N).
+    /// in the nodes' engines (FaRM's deployment; client i runs on node i mod N), or in the
+    /// engine of the primary of the object each transaction writes (work shipped to its data).
     #[arg(long, value_enum, default_value_t = OrdoCoordinators::Client)]
     ordo_coordinators: OrdoCoordinators,
     /// Members of the etcd cluster.
@@ -112,6 +113,8 @@ enum OrdoCoordinators {
     Client,
     /// The nodes' own engines (co-located coordinators).
     Nodes,
+    /// The engine of the node that is primary of the object a transaction writes.
+    Owner,
 }
 
 /// How long one request may take before the run fails.
@@ -140,6 +143,7 @@ async fn start(
                 coordinators: match args.ordo_coordinators {
                     OrdoCoordinators::Client => Coordinators::Client,
                     OrdoCoordinators::Nodes => Coordinators::Nodes,
+                    OrdoCoordinators::Owner => Coordinators::Owner,
                 },
                 ..OrdoOptions::default()
             };

@@ -17,10 +17,15 @@
 //! [`TxnOutcome::Conflict`], and the driver runs the keys again as a new transaction. Any other
 //! error (a participant gone, a timeout) stops the run.
 //!
-//! A client's calls block the calling thread until the owner answers, so each transaction runs
-//! on tokio's blocking pool (`spawn_blocking`): the driver's async tasks keep running while up to
-//! one thread per benchmark client waits on the network. Benchmark client `i` uses client
+//! A client's calls block the calling thread until the owner answers, so each benchmark client
+//! is a thread of its own ([`TxnTarget::txn_blocking`]). Benchmark client `i` uses client
 //! connection `i % connections`.
+//!
+//! # Where transactions are coordinated
+//! [`Coordinators`]: in cluster clients outside the nodes (every step is a call, as with
+//! etcd), in the nodes' engines round-robin (FaRM's co-located coordinators), or in the engine
+//! of the node that is primary of the object the transaction writes (FaRM's locality: work
+//! shipped to its data, as a partition-aware client does).
 //!
 //! # Keys
 //! [`TxnTarget::load`] allocates counter `i` as a `u64` object at node `i % nodes` (co-located,
@@ -63,6 +68,11 @@ pub enum Coordinators {
     /// The nodes' own engines (FaRM's deployment: applications run on the cluster's machines):
     /// benchmark client `i` runs on node `i mod nodes`; steps on its own objects are local.
     Nodes,
+    /// The nodes' own engines, each transaction shipped to the primary of the object it writes
+    /// (FaRM's locality: the application runs where its data is). Reading and locking the
+    /// written object are local; the other read (when it lives elsewhere), its validation and
+    /// COMMIT-BACKUP to the written region's backup cross the network.
+    Owner,
 }
 
 /// How the cluster and its clients are set up.
@@ -226,11 +236,22 @@ impl Inner {
             })
         };
         let (write, read) = (addr(keys.write)?, addr(keys.read)?);
+        let nodes = self.cluster.nodes();
         let db: &ordo::Ordo<_> = match self.options.coordinators {
             Coordinators::Client => &self.clients[client % self.clients.len()],
-            Coordinators::Nodes => {
-                let nodes = self.cluster.nodes();
-                nodes[client % nodes.len()].db()
+            Coordinators::Nodes => nodes[client % nodes.len()].db(),
+            Coordinators::Owner => {
+                let primary = nodes[0].placement().primary(write.region());
+                match nodes.iter().find(|n| Some(n.id()) == primary) {
+                    Some(node) => node.db(),
+                    None => {
+                        return Err(CompareError::Corrupt {
+                            target: "ordo",
+                            key: keys.write,
+                            found: format!("region {} without a primary", write.region()),
+                        });
+                    }
+                }
             }
         };
         let options = Options { will_write: true, retries_max: 1, ..Options::default() };
@@ -309,6 +330,10 @@ impl TxnTarget for OrdoTarget {
             match inner.options.coordinators {
                 Coordinators::Client => format!("{} client(s)", inner.options.connections),
                 Coordinators::Nodes => "the nodes' engines (co-located)".to_string(),
+                Coordinators::Owner => {
+                    "the nodes' engines, each transaction at its written object's primary"
+                        .to_string()
+                }
             }
         )
     }
