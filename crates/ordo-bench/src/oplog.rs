@@ -4,10 +4,23 @@
 //! do: an update either adds a mapping `(its address space, a fresh virtual address)` of a random
 //! page or removes its oldest live mapping, keeping at most `live_max` live mappings per thread.
 //! With probability `read_ratio` an operation instead reads one page's mappings (swap-out), which
-//! merges every log into the reverse map. Updates are logged in the thread's own log of an
-//! [`ordo_apps::oplog::Oplog`] stamped by the clock under test: the logical clock (one shared
+//! merges the logs of that page's object into it. Updates are logged in the thread's own log of
+//! an [`ordo_apps::oplog::Oplog`] stamped by the clock under test: the logical clock (one shared
 //! counter, written by every update) or ORDO (`get_ts`: no shared write, a wait of the
 //! boundary).
+//!
+//! # Objects
+//! OpLog logs per *object* (Boyd-Wickizer et al. §3: each kernel object that uses it — an
+//! `anon_vma`, an `address_space` — embeds its own per-core logs), so a read merges only the
+//! logs of the object it reads. Here the pages are split into `objects` reverse maps, page `p`
+//! in object `p mod objects`, each an [`Oplog`] with one log per thread, all stamped by one
+//! shared clock. `objects = 1` is a single reverse map for every page: each read then merges
+//! every update of every thread under one lock, which serializes the workload (the merge is
+//! the work), so it does not scale whatever the clock.
+//!
+//! Nothing a worker touches on an update is shared: its log in the object (a cache-padded
+//! mutex nobody else takes but a reader of that object), its own state and counters (padded),
+//! and the clock — the shared counter of the logical clock, nothing for ORDO.
 //!
 //! Reported: operations per second (`tx_per_s`), and `updates_per_s` / `reads_per_s` in
 //! `metrics`; latency is per operation.
@@ -18,9 +31,10 @@
 //! stale mapping behind — a wrong merge order shows.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
 use ordo_apps::oplog::{Mapping, Oplog, Rmap, RmapOp};
 use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
@@ -28,6 +42,12 @@ use rand::{Rng, SeedableRng, rngs::SmallRng};
 use crate::driver::{RunStats, Tally, run_timed};
 use crate::error::BenchError;
 use crate::harness::Loaded;
+
+/// Objects a run splits the pages into unless told otherwise.
+pub const OBJECTS_DEFAULT: usize = 64;
+
+/// The most objects a run may use (each holds a cache-padded log per thread).
+pub const OBJECTS_MAX: usize = 1 << 12;
 
 /// Parameters of an Oplog run.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -38,6 +58,8 @@ pub struct OplogConfig {
     pub live_max: usize,
     /// Fraction of operations that read a page's mappings, in `[0, 1]`.
     pub read_ratio: f64,
+    /// Objects (reverse maps, each with its own logs) the pages are split into (module docs).
+    pub objects: usize,
     /// Worker threads: the number of logs, and the most threads a run may use.
     pub threads: usize,
     /// Measured duration.
@@ -53,6 +75,7 @@ impl Default for OplogConfig {
             pages: 4096,
             live_max: 64,
             read_ratio: 0.01,
+            objects: OBJECTS_DEFAULT,
             threads: 1,
             duration: Duration::from_secs(1),
             seed: 1,
@@ -80,6 +103,9 @@ impl OplogConfig {
         if !(0.0..=1.0).contains(&self.read_ratio) {
             return bad("read-ratio", self.read_ratio.to_string(), "0..=1");
         }
+        if self.objects == 0 || self.objects > OBJECTS_MAX {
+            return bad("objects", self.objects.to_string(), "1..=4096");
+        }
         Ok(())
     }
 }
@@ -93,10 +119,12 @@ struct Process {
 
 /// The reverse map on one clock, with every worker's state between runs.
 pub struct OplogBench<C: Clock> {
-    oplog: Oplog<Rmap, C>,
+    /// Object `i` holds the pages `p` with `p mod objects == i`; all share one clock.
+    objects: Vec<Oplog<Rmap, Arc<C>>>,
     cfg: OplogConfig,
-    /// Worker `t`'s state; only worker `t` locks it during a run (uncontended).
-    processes: Vec<Mutex<Process>>,
+    /// Worker `t`'s state; only worker `t` locks it during a run (uncontended, and padded so
+    /// that neighbours' states share no cache line).
+    processes: Vec<CachePadded<Mutex<Process>>>,
     updates: Tally,
     reads: Tally,
 }
@@ -106,15 +134,19 @@ pub fn load<C: Clock>(clock: C, cfg: &OplogConfig) -> Result<OplogBench<C>, Benc
     cfg.validate()?;
     let processes = (0..cfg.threads)
         .map(|t| {
-            Mutex::new(Process {
+            CachePadded::new(Mutex::new(Process {
                 rng: SmallRng::seed_from_u64(cfg.seed ^ ((t as u64 + 1) * 0x9E37_79B9)),
                 live: VecDeque::with_capacity(cfg.live_max),
                 next_vaddr: 0,
-            })
+            }))
         })
         .collect();
+    let clock = Arc::new(clock);
+    let objects = (0..cfg.objects)
+        .map(|_| Oplog::new(Rmap::default(), clock.clone(), cfg.threads))
+        .collect::<Result<_, _>>()?;
     Ok(OplogBench {
-        oplog: Oplog::new(Rmap::default(), clock, cfg.threads)?,
+        objects,
         cfg: cfg.clone(),
         processes,
         updates: Tally::new(cfg.threads),
@@ -123,11 +155,17 @@ pub fn load<C: Clock>(clock: C, cfg: &OplogConfig) -> Result<OplogBench<C>, Benc
 }
 
 impl<C: Clock> OplogBench<C> {
+    /// The object holding `page`.
+    fn object(&self, page: u64) -> &Oplog<Rmap, Arc<C>> {
+        // The remainder is below `objects.len()`, a usize.
+        &self.objects[(page % self.objects.len() as u64) as usize]
+    }
+
     /// One operation of worker `t`.
     fn operation(&self, t: usize, p: &mut Process) -> Result<(), BenchError> {
         if self.cfg.read_ratio > 0.0 && p.rng.random_bool(self.cfg.read_ratio) {
             let page = p.rng.random_range(0..self.cfg.pages);
-            std::hint::black_box(self.oplog.read(|r| r.mappings(page).len())?);
+            std::hint::black_box(self.object(page).read(|r| r.mappings(page).len())?);
             self.reads.add(t, 1);
             return Ok(());
         }
@@ -146,7 +184,10 @@ impl<C: Clock> OplogBench<C> {
             p.live.push_back((page, mapping));
             RmapOp::Add { page, mapping }
         };
-        self.oplog.log(t, op)?;
+        let page = match op {
+            RmapOp::Add { page, .. } | RmapOp::Remove { page, .. } => page,
+        };
+        self.object(page).log(t, op)?;
         self.updates.add(t, 1);
         Ok(())
     }
@@ -227,7 +268,10 @@ impl<C: Clock> Loaded for OplogBench<C> {
                 expected.entry(*page).or_default().insert(*mapping);
             }
         }
-        let found = self.oplog.read(Rmap::snapshot)?;
+        let mut found = BTreeMap::new();
+        for object in &self.objects {
+            found.append(&mut object.read(Rmap::snapshot)?);
+        }
         if found != expected {
             let page = expected
                 .keys()
@@ -245,7 +289,10 @@ impl<C: Clock> Loaded for OplogBench<C> {
                  {missing:?}, extra {extra:?} (at most 4 each)"
             )));
         }
-        let applied = self.oplog.applied()?;
+        let mut applied = 0u64;
+        for object in &self.objects {
+            applied += object.applied()?;
+        }
         if applied != self.updates.total() {
             return Err(BenchError::Inconsistent(format!(
                 "{} updates logged but {applied} applied after a full merge",

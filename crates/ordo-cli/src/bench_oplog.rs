@@ -27,6 +27,11 @@ pub(crate) struct OplogArgs {
     /// Fraction of operations that read (and so merge) the reverse map, 0..=1.
     #[arg(long, default_value_t = 0.01)]
     read_ratio: f64,
+    /// Objects the pages are split into, each a reverse map with its own per-thread logs
+    /// (OpLog's per-object logs); 1 is one map for every page, whose every read merges every
+    /// update.
+    #[arg(long, default_value_t = oplog::OBJECTS_DEFAULT)]
+    objects: usize,
     /// Seed of the workers' choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -39,6 +44,7 @@ pub(crate) fn run_oplog(args: &OplogArgs) -> Result<(), CliError> {
         pages: args.pages,
         live_max: args.live_max,
         read_ratio: args.read_ratio,
+        objects: args.objects,
         threads: thread_counts.iter().copied().max().unwrap_or(1),
         duration: common.duration().unwrap_or(Duration::from_secs(1)),
         seed: args.seed,

@@ -16,10 +16,11 @@ fn tiny(threads: usize) -> OplogConfig {
 
 #[test]
 fn merged_map_equals_the_live_mappings() {
-    for threads in [1, 2, 4] {
-        let b = oplog::load(LogicalClock::new(), &tiny(threads)).unwrap();
+    for (threads, objects) in [(1, 1), (2, 1), (2, 3), (4, 5)] {
+        let cfg = OplogConfig { objects, ..tiny(threads) };
+        let b = oplog::load(LogicalClock::new(), &cfg).unwrap();
         b.run_counted(threads, 3_000).unwrap();
-        b.check().unwrap_or_else(|e| panic!("logical, {threads} threads: {e}"));
+        b.check().unwrap_or_else(|e| panic!("logical, {threads} threads, {objects} objects: {e}"));
         let (updates, reads) = b.counts();
         assert!(updates > 0 && reads > 0);
         // A skewed clock within its boundary: get_ts waits the skew out.
@@ -27,9 +28,9 @@ fn merged_map_equals_the_live_mappings() {
             .claimed_boundary_nanos(2_000)
             .skew_by_index(|i| ThreadSkew::offset(-((i as i64 * 900) % 2_000)))
             .build();
-        let b = oplog::load(skewed, &tiny(threads)).unwrap();
+        let b = oplog::load(skewed, &cfg).unwrap();
         b.run_counted(threads, 1_000).unwrap();
-        b.check().unwrap_or_else(|e| panic!("skewed, {threads} threads: {e}"));
+        b.check().unwrap_or_else(|e| panic!("skewed, {threads} threads, {objects} objects: {e}"));
     }
 }
 
@@ -51,6 +52,8 @@ fn bad_parameters_are_rejected() {
         OplogConfig { threads: 0, ..tiny(1) },
         OplogConfig { pages: 0, ..tiny(1) },
         OplogConfig { live_max: 0, ..tiny(1) },
+        OplogConfig { objects: 0, ..tiny(1) },
+        OplogConfig { objects: oplog::OBJECTS_MAX + 1, ..tiny(1) },
         OplogConfig { read_ratio: 1.5, ..tiny(1) },
         OplogConfig { read_ratio: f64::NAN, ..tiny(1) },
     ];
