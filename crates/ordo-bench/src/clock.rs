@@ -110,9 +110,18 @@ pub enum ClockBenchError {
     /// A zero duration.
     #[error("duration must be positive")]
     ZeroDuration,
-    /// No clocks to compare.
-    #[error("no clocks to measure")]
+    /// No clocks to compare (the crossover mode needs exactly one logical and one ORDO clock).
+    #[error("no clocks to measure (the crossover needs exactly the logical and the ORDO clock)")]
     NoClocks,
+    /// Crossover work amounts that are missing, above the maximum or not increasing.
+    #[error(
+        "work per transaction {work_ns:?} ns: give increasing amounts of at most {} ns",
+        crate::clock_crossover::WORK_NS_MAX
+    )]
+    Work {
+        /// The amounts given.
+        work_ns: Vec<u64>,
+    },
     /// The usable cores could not be determined, or pinning failed.
     #[error(transparent)]
     Cores(#[from] CoreError),
@@ -356,7 +365,7 @@ fn measure_with<C: Clock>(
 
 /// Starts the workers of one run together and stops them.
 #[derive(Default)]
-struct StartGate {
+pub(crate) struct StartGate {
     ready: AtomicUsize,
     go: AtomicBool,
     stop: AtomicBool,
@@ -364,38 +373,38 @@ struct StartGate {
 
 impl StartGate {
     /// A worker is pinned and waiting.
-    fn arrive(&self) {
+    pub(crate) fn arrive(&self) {
         // Release: pairs with the Acquire load in wait_ready(); nothing else is published.
         self.ready.fetch_add(1, Ordering::Release);
     }
 
     /// The coordinator waits until `n` workers have arrived (yielding: the workers may need
     /// this core).
-    fn wait_ready(&self, n: usize) {
+    pub(crate) fn wait_ready(&self, n: usize) {
         // Acquire: pairs with arrive().
         while self.ready.load(Ordering::Acquire) < n {
             std::thread::yield_now();
         }
     }
 
-    fn open(&self) {
+    pub(crate) fn open(&self) {
         // Release: pairs with the Acquire load in wait_open().
         self.go.store(true, Ordering::Release);
     }
 
-    fn wait_open(&self) {
+    pub(crate) fn wait_open(&self) {
         // Acquire: pairs with open().
         while !self.go.load(Ordering::Acquire) {
             std::thread::yield_now();
         }
     }
 
-    fn stop(&self) {
+    pub(crate) fn stop(&self) {
         // Relaxed: the flag carries no data; results come back through join().
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         // Relaxed: see stop().
         self.stop.load(Ordering::Relaxed)
     }
@@ -432,7 +441,7 @@ fn worker<C: Clock>(
 }
 
 /// Median, min and max of `values` (which must not be empty).
-fn stats(values: &[f64]) -> (f64, f64, f64) {
+pub(crate) fn stats(values: &[f64]) -> (f64, f64, f64) {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let n = sorted.len();
@@ -585,7 +594,7 @@ impl ClockBenchReport {
     }
 }
 
-fn format_cell(median: f64, min: f64, max: f64) -> String {
+pub(crate) fn format_cell(median: f64, min: f64, max: f64) -> String {
     format!("{} [{}-{}]", short(median), short(min), short(max))
 }
 

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod clock_crossover;
 pub mod cluster;
 pub mod cluster_clock;
 pub mod driver;

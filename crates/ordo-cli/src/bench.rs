@@ -412,6 +412,15 @@ pub(crate) struct ClockArgs {
     /// Do not pin worker threads to cores.
     #[arg(long)]
     no_pin: bool,
+    /// Instead of Fig. 8, measure where the ORDO clock wins: an engine transaction's clock
+    /// draws plus work per transaction, logical against ORDO, and the crossover per thread
+    /// count (the work below which ORDO gives more transactions per second).
+    #[arg(long)]
+    crossover: bool,
+    /// Work per transaction in nanoseconds for `--crossover`, increasing
+    /// [default: 0,25,50,100,200,400,800,1600,3200].
+    #[arg(long, value_name = "NS,...", value_delimiter = ',', requires = "crossover")]
+    work_ns: Vec<u64>,
 }
 
 /// Runs `ordo bench <workload>`.
@@ -525,6 +534,9 @@ fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
         (None, Some(n)) => (1..=n).collect(),
         (None, None) => (1..=usable_cores()?.len().max(1)).collect(),
     };
+    if args.crossover {
+        return run_clock_crossover(args, thread_counts);
+    }
     let config = ClockBenchConfig {
         thread_counts,
         duration: common.duration.unwrap_or(clock_bench::DEFAULT_DURATION),
@@ -547,6 +559,34 @@ fn run_clock(args: &ClockArgs) -> Result<(), CliError> {
     });
     bar.finish_and_clear();
     let report = report?;
+    if common.json {
+        for line in report.json_lines() {
+            println!("{line}");
+        }
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(())
+}
+
+/// `ordo bench clock --crossover`: where the ORDO clock wins (module docs of
+/// `ordo_bench::clock_crossover`).
+fn run_clock_crossover(args: &ClockArgs, thread_counts: Vec<usize>) -> Result<(), CliError> {
+    use ordo_bench::clock_crossover::{self as crossover, CrossoverConfig};
+    let common = &args.common;
+    let config = CrossoverConfig {
+        thread_counts,
+        work_ns: if args.work_ns.is_empty() {
+            crossover::WORK_NS_DEFAULT.to_vec()
+        } else {
+            args.work_ns.clone()
+        },
+        duration: common.duration.unwrap_or(clock_bench::DEFAULT_DURATION),
+        repetitions: args.repetitions,
+        pin_threads: !args.no_pin,
+    };
+    let clocks = open_clocks(common, &LOGICAL_AND_ORDO)?;
+    let report = crossover::run(&config, &clocks)?;
     if common.json {
         for line in report.json_lines() {
             println!("{line}");
