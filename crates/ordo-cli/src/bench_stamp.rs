@@ -53,6 +53,8 @@ pub(crate) enum SizeArg {
     Small,
     /// STAMP's medium inputs (scaled where a kernel says so).
     Medium,
+    /// STAMP's standard inputs (seconds to minutes sequentially).
+    Large,
 }
 
 /// `ordo bench stamp` flags.
@@ -102,6 +104,7 @@ pub(crate) fn run_stamp(args: &StampArgs) -> Result<(), CliError> {
     let size = match args.size {
         SizeArg::Small => Size::Small,
         SizeArg::Medium => Size::Medium,
+        SizeArg::Large => Size::Large,
     };
     let config = RunConfig {
         thread_counts: common.thread_counts()?,

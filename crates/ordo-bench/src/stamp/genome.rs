@@ -362,11 +362,15 @@ impl Kernel for Genome {
     type Input = GenomeInput;
     type Output = GenomeOutput;
 
-    /// STAMP's `-g256 -s16 -n16384` (small) and `-g512 -s32 -n32768` (medium).
+    /// STAMP's `-g256 -s16 -n16384` (small), `-g512 -s32 -n32768` (medium) and the standard
+    /// `-g16384 -s64 -n16777216` (large).
     fn params(size: Size) -> GenomeParams {
         match size {
             Size::Small => GenomeParams { gene_length: 256, segment_length: 16, segments: 16_384 },
             Size::Medium => GenomeParams { gene_length: 512, segment_length: 32, segments: 32_768 },
+            Size::Large => {
+                GenomeParams { gene_length: 16_384, segment_length: 64, segments: 16_777_216 }
+            }
         }
     }
 

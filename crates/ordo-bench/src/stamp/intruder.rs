@@ -295,11 +295,13 @@ impl Kernel for Intruder {
     type Output = IntruderOutput;
 
     /// Small: STAMP's simulator input `-a10 -l4 -n2048`, with 8× the flows (`-n16384`) so the
-    /// run lasts long enough to time; medium: `-a10 -l16 -n65536`.
+    /// run lasts long enough to time; medium: `-a10 -l16 -n65536`; large: the standard
+    /// `-a10 -l128 -n262144`.
     fn params(size: Size) -> IntruderParams {
         match size {
             Size::Small => IntruderParams { attack_percent: 10, max_length: 4, flows: 16_384 },
             Size::Medium => IntruderParams { attack_percent: 10, max_length: 16, flows: 65_536 },
+            Size::Large => IntruderParams { attack_percent: 10, max_length: 128, flows: 262_144 },
         }
     }
 

@@ -110,11 +110,13 @@ impl Kernel for Kmeans {
     type Output = KmeansOutput;
 
     /// Small: `-m15 -n15 -t0.05 -i random-n2048-d16-c16`; medium: `-m15 -n15 -t0.05 -i
-    /// random-n16384-d24-c16` (STAMP's "kmeans-high" inputs).
+    /// random-n16384-d24-c16` (STAMP's "kmeans-high" inputs); large: the standard
+    /// `-m15 -n15 -t0.00001 -i random-n65536-d32-c16`.
     fn params(size: Size) -> KmeansParams {
-        let (points, dims) = match size {
-            Size::Small => (2048, 16),
-            Size::Medium => (16384, 24),
+        let (points, dims, threshold) = match size {
+            Size::Small => (2048, 16, 0.05),
+            Size::Medium => (16384, 24, 0.05),
+            Size::Large => (65536, 32, 0.00001),
         };
         KmeansParams {
             points,
@@ -122,7 +124,7 @@ impl Kernel for Kmeans {
             centres: 16,
             min_clusters: 15,
             max_clusters: 15,
-            threshold: 0.05,
+            threshold,
             loops_max: 500,
         }
     }

@@ -125,11 +125,13 @@ impl Kernel for Labyrinth {
     type Input = LabyrinthInput;
     type Output = LabyrinthOutput;
 
-    /// Small: `random-x32-y32-z3-n96`; medium: `random-x48-y48-z3-n64` (STAMP's README).
+    /// Small: `random-x32-y32-z3-n96`; medium: `random-x48-y48-z3-n64`; large: the standard
+    /// `random-x512-y512-z7-n512` (STAMP's README).
     fn params(size: Size) -> LabyrinthParams {
         match size {
             Size::Small => LabyrinthParams { width: 32, height: 32, depth: 3, paths: 96 },
             Size::Medium => LabyrinthParams { width: 48, height: 48, depth: 3, paths: 64 },
+            Size::Large => LabyrinthParams { width: 512, height: 512, depth: 7, paths: 512 },
         }
     }
 

@@ -1,8 +1,8 @@
 //! # STAMP kernels on Ordo transactions (ORDO §6.6, Fig. 15)
 //!
 //! Each kernel of the STAMP suite (Minh et al., IISWC'08) is a [`Kernel`]: its inputs are made by
-//! a generator driven by the original generators' parameters ([`Size::Small`] and
-//! [`Size::Medium`] presets), it has a plain sequential version (no transactions) that defines
+//! a generator driven by the original generators' parameters ([`Size::Small`], [`Size::Medium`]
+//! and [`Size::Large`] presets), it has a plain sequential version (no transactions) that defines
 //! the expected result, and a parallel version whose shared state lives in the engine and is
 //! changed only inside Ordo transactions. A run reports the parallel version's speedup over the
 //! sequential one and fails unless [`Kernel::verify`] accepts the parallel output against the
@@ -44,8 +44,9 @@ pub mod labyrinth;
 pub mod ssca2;
 pub mod vacation;
 
-/// Input size preset, after the STAMP README's recommended "small" and "medium" inputs
-/// (scaled where a kernel notes it, so that the medium input runs in seconds here).
+/// Input size preset, after the STAMP README's recommended inputs: "small" and "medium" (scaled
+/// where a kernel notes it, so that the medium input runs in seconds here), and "large", the
+/// README's standard non-simulator inputs unscaled (seconds to minutes sequentially).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Size {
@@ -53,6 +54,8 @@ pub enum Size {
     Small,
     /// The larger preset.
     Medium,
+    /// STAMP's standard inputs (the README's `++` runs), as the papers report them.
+    Large,
 }
 
 /// One STAMP kernel.

@@ -131,11 +131,13 @@ impl Kernel for Ssca2 {
     type Input = Ssca2Input;
     type Output = Ssca2Output;
 
-    /// Small: `-s13 -i1.0 -u1.0 -l3 -p3`; medium: `-s14 -i1.0 -u1.0 -l9 -p9` (STAMP's README).
+    /// Small: `-s13 -i1.0 -u1.0 -l3 -p3`; medium: `-s14 -i1.0 -u1.0 -l9 -p9`; large: the
+    /// standard `-s20 -i1.0 -u1.0 -l3 -p3` (STAMP's README).
     fn params(size: Size) -> Ssca2Params {
         let (scale, lp) = match size {
             Size::Small => (13, 3),
             Size::Medium => (14, 9),
+            Size::Large => (20, 3),
         };
         Ssca2Params {
             scale,

@@ -502,7 +502,8 @@ impl Kernel for Vacation {
     type Output = VacationState;
 
     /// "vacation-low"-like small (`-n2 -q90 -u98 -r16384`) and "vacation-high"-like medium
-    /// (`-n4 -q60 -u90 -r32768`), each with `-t = 4 × r` as STAMP's non-simulator inputs have.
+    /// (`-n4 -q60 -u90 -r32768`), each with `-t = 4 × r` as STAMP's non-simulator inputs have;
+    /// large is the standard "vacation-high" `-n4 -q60 -u90 -r1048576 -t4194304`.
     fn params(size: Size) -> VacationParams {
         match size {
             Size::Small => VacationParams {
@@ -518,6 +519,13 @@ impl Kernel for Vacation {
                 user_percent: 90,
                 relations: 32_768,
                 tasks: 131_072,
+            },
+            Size::Large => VacationParams {
+                queries_per_task: 4,
+                query_percent: 60,
+                user_percent: 90,
+                relations: 1_048_576,
+                tasks: 4_194_304,
             },
         }
     }

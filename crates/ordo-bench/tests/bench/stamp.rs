@@ -220,6 +220,14 @@ fn bad_parameters_are_typed_errors() {
     assert!(out_of_range(Labyrinth::validate(&LabyrinthParams { paths: 101, ..tiny_labyrinth() })));
     assert!(out_of_range(Labyrinth::validate(&LabyrinthParams { width: 0, ..tiny_labyrinth() })));
     assert!(Labyrinth::generate(&LabyrinthParams { paths: 0, ..tiny_labyrinth() }, 1).is_err());
+    // Every preset is in range, STAMP's standard (large) inputs included.
+    for size in [Size::Small, Size::Medium, Size::Large] {
+        Kmeans::validate(&Kmeans::params(size)).unwrap();
+        Ssca2::validate(&Ssca2::params(size)).unwrap();
+        Labyrinth::validate(&Labyrinth::params(size)).unwrap();
+    }
+    let large = Labyrinth::params(Size::Large);
+    assert_eq!((large.width, large.height, large.depth, large.paths), (512, 512, 7, 512));
     // Overrides: known names parse and are range-checked, unknown names and bad values refuse.
     let p = kernel_params::<Ssca2>(Size::Small, &[("s".into(), "9".into())]).unwrap();
     assert_eq!(p.scale, 9);

@@ -165,7 +165,7 @@ fn vacation_bad_parameters_are_typed_errors() {
         "relations",
     );
     assert_out_of_range(Vacation::generate(&VacationParams { tasks: 0, ..p.clone() }, 1), "tasks");
-    for size in [Size::Small, Size::Medium] {
+    for size in [Size::Small, Size::Medium, Size::Large] {
         Vacation::validate(&Vacation::params(size)).unwrap();
     }
     let input = Vacation::generate(&p, 1).unwrap();
@@ -239,7 +239,7 @@ fn intruder_bad_parameters_are_typed_errors() {
         "max_length",
     );
     assert_out_of_range(Intruder::generate(&IntruderParams { flows: 0, ..p.clone() }, 1), "flows");
-    for size in [Size::Small, Size::Medium] {
+    for size in [Size::Small, Size::Medium, Size::Large] {
         Intruder::validate(&Intruder::params(size)).unwrap();
     }
     let input = Intruder::generate(&p, 1).unwrap();
@@ -352,7 +352,7 @@ fn genome_bad_parameters_are_typed_errors() {
         Genome::generate(&GenomeParams { segments: 0, ..p.clone() }, 1),
         "segments",
     );
-    for size in [Size::Small, Size::Medium] {
+    for size in [Size::Small, Size::Medium, Size::Large] {
         Genome::validate(&Genome::params(size)).unwrap();
     }
     let input = Genome::generate(&p, 1).unwrap();
@@ -402,6 +402,7 @@ fn time_kernel<K: Kernel>(reps: usize, ordo: Option<OrdoClock>) {
     use std::time::Instant;
     let size = match std::env::var("STAMP_SIZE").as_deref() {
         Ok("medium") => Size::Medium,
+        Ok("large") => Size::Large,
         _ => Size::Small,
     };
     let input = K::generate(&K::params(size), 1).unwrap();
