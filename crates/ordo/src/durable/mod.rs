@@ -102,6 +102,8 @@ pub const GROUP_WAIT_US_DEFAULT: u64 = 250;
 pub const CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 1_000;
 /// Segment files before commits wait for the checkpointer, by default.
 pub const LOG_SEGMENTS_MAX_DEFAULT: usize = 8;
+/// Default [`DurableConfig::log_full_wait_ms`].
+pub const LOG_FULL_WAIT_MS_DEFAULT: u64 = 1_000;
 
 /// Where and how a database is made durable.
 #[derive(Clone, Debug)]
@@ -134,6 +136,10 @@ pub struct DurableConfig {
     /// The most segment files before a commit that needs a new one waits (bounded, counted)
     /// for a checkpoint to delete one; 0 = unbounded.
     pub log_segments_max: usize,
+    /// The longest, in milliseconds, a commit waits for a checkpoint when the log is full
+    /// (`log_segments_max` segments exist); past it the commit goes on and the log grows, rather
+    /// than deadlock on an idle thread's open chunk. Default [`LOG_FULL_WAIT_MS_DEFAULT`].
+    pub log_full_wait_ms: u64,
     /// Create the next log segment in a background thread before it is needed (on by
     /// default): creating one flushes `chunk_bytes * chunks_per_segment` of zeros, which would
     /// otherwise stall the committers that need it. Off, segments are created on demand
@@ -159,6 +165,7 @@ impl PartialEq for DurableConfig {
             && self.checkpoint_interval_ms == o.checkpoint_interval_ms
             && self.replay_threads == o.replay_threads
             && self.log_segments_max == o.log_segments_max
+            && self.log_full_wait_ms == o.log_full_wait_ms
             && self.preallocate_segments == o.preallocate_segments
             && Arc::ptr_eq(&self.storage, &o.storage)
     }
@@ -178,6 +185,7 @@ impl DurableConfig {
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
             replay_threads: 2,
             log_segments_max: LOG_SEGMENTS_MAX_DEFAULT,
+            log_full_wait_ms: LOG_FULL_WAIT_MS_DEFAULT,
             preallocate_segments: true,
             storage: Arc::new(RealStorage),
             #[cfg(feature = "shortcuts")]
@@ -490,6 +498,7 @@ pub(crate) fn open(
         flush_after_commit: config.flush_after_commit,
         group_wait: std::time::Duration::from_micros(config.group_wait_us),
         segments_max: config.log_segments_max,
+        full_wait: std::time::Duration::from_millis(config.log_full_wait_ms),
         preallocate: config.preallocate_segments,
         #[cfg(feature = "shortcuts")]
         shortcuts: config.shortcuts,

@@ -74,6 +74,42 @@ fn checkpoint_then_commits_then_power_loss_recovers_everything() {
     }
 }
 
+/// Without a checkpointer a full log cannot drain: each commit that needs a new segment waits
+/// `log_full_wait_ms`, then goes on (the log grows past its bound rather than deadlock).
+#[test]
+fn a_full_log_waits_at_most_the_configured_bound() {
+    let dir = temp_dir("full-wait");
+    let mut cfg = config(&dir, Mode::Process, None);
+    let d = cfg.durability.as_mut().unwrap();
+    d.checkpoint_interval_ms = 0;
+    // One 16 KiB chunk per segment: the 4,000 commits below fill about 16 segments.
+    d.chunk_bytes = 16 << 10;
+    d.chunks_per_segment = 1;
+    d.log_segments_max = 2;
+    d.log_full_wait_ms = 30;
+    let db = open(cfg).unwrap();
+    let objs: Vec<Addr> =
+        db.run(|tx| (0..40).map(|i| tx.alloc(&(i as u64))).collect::<Result<_, Error>>()).unwrap();
+    let started = std::time::Instant::now();
+    bump_all(&db, &objs, 100);
+    let elapsed = started.elapsed();
+    let s = db.durable_stats().unwrap();
+    assert!(s.log_full_waits >= 3, "the log filled too rarely to tell: {s:?}");
+    // Each wait lasts its whole bound (nothing deletes a segment): 30 ms, not the default 1 s.
+    let per_wait = elapsed / u32::try_from(s.log_full_waits).unwrap();
+    assert!(per_wait < std::time::Duration::from_millis(300), "{per_wait:?} per wait: {s:?}");
+    assert!(per_wait >= std::time::Duration::from_millis(25), "{per_wait:?} per wait: {s:?}");
+    assert!(segments(&dir).len() > 2, "the log did not grow past its bound");
+    drop(db);
+    let db = open(config(&dir, Mode::Process, None)).unwrap();
+    let values: Vec<u64> =
+        db.run(|tx| objs.iter().map(|a| tx.read::<u64>(*a)).collect::<Result<_, Error>>()).unwrap();
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(*v, i as u64 + 100, "object {i}");
+    }
+    remove_dir_all(&dir);
+}
+
 #[test]
 fn bounded_log_waits_for_the_background_checkpointer() {
     let dir = temp_dir("bounded");

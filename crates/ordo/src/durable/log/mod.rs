@@ -47,8 +47,6 @@ use stream::Stream;
 
 /// The longest a waiter sleeps before checking the marker again.
 const WAIT_SLICE: Duration = Duration::from_micros(200);
-/// The longest a commit waits for the checkpointer when the log is full.
-pub(crate) const LOG_FULL_WAIT_MAX: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -128,6 +126,8 @@ pub(crate) struct Log {
     /// Signalled when the checkpointer deletes segments.
     room: (Mutex<()>, Condvar),
     segments_max: usize,
+    /// The longest a commit waits for room in a full log.
+    full_wait: Duration,
     poisoned: AtomicBool,
     pub(crate) stats: LogStats,
 }
@@ -140,6 +140,7 @@ pub(crate) struct LogSettings {
     pub(crate) flush_after_commit: bool,
     pub(crate) group_wait: Duration,
     pub(crate) segments_max: usize,
+    pub(crate) full_wait: Duration,
     pub(crate) preallocate: bool,
     pub(crate) shortcuts: MarkerShortcuts,
 }
@@ -198,6 +199,7 @@ impl Log {
             wake: (Mutex::new(()), Condvar::new()),
             room: (Mutex::new(()), Condvar::new()),
             segments_max: s.segments_max,
+            full_wait: s.full_wait,
             poisoned: AtomicBool::new(false),
             stats: LogStats::default(),
         }

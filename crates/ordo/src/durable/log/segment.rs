@@ -15,7 +15,7 @@ use crate::durable::format::{SEGMENT_HEADER_BYTES, SegmentHeader, segment_file};
 use crate::durable::io::{Storage, StorageFile};
 use crate::durable::{DurableError, Mode};
 
-use super::{LOG_FULL_WAIT_MAX, Log, LogStats, WAIT_SLICE, lock};
+use super::{Log, LogStats, WAIT_SLICE, lock};
 
 /// Bytes of zeros written per call when preallocating a segment.
 const ZERO_FILL_BYTES: usize = 1 << 20;
@@ -304,7 +304,7 @@ impl Log {
     }
 
     /// Bounded log: before claiming a chunk in a new segment while `segments_max` segments
-    /// exist, wait (up to `LOG_FULL_WAIT_MAX`, counted) for the checkpointer to delete one.
+    /// exist, wait (up to `full_wait`, counted) for the checkpointer to delete one.
     /// Past the bound the commit goes on rather than deadlock on an idle thread's open chunk.
     pub(super) fn wait_for_room(&self) {
         let full = || self.log_full();
@@ -312,7 +312,7 @@ impl Log {
             return;
         }
         self.stats.log_full_waits.fetch_add(1, Ordering::Relaxed);
-        let deadline = std::time::Instant::now() + LOG_FULL_WAIT_MAX;
+        let deadline = std::time::Instant::now() + self.full_wait;
         let mut g = lock(&self.room.0);
         while full() && std::time::Instant::now() < deadline {
             g = match self.room.1.wait_timeout(g, WAIT_SLICE * 5) {
