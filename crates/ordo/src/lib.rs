@@ -47,7 +47,12 @@
 
 #[cfg(not(loom))]
 mod addr;
+/// Public only in the loom build, for its model of the bitmap (`tests/loom_object.rs`).
+#[cfg(loom)]
 pub mod bitmap;
+#[cfg(not(loom))]
+#[allow(unreachable_pub)] // its items are `pub` for the loom build above
+mod bitmap;
 #[cfg(not(loom))]
 mod db;
 #[cfg(not(loom))]
