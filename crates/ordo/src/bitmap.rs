@@ -24,7 +24,9 @@ pub struct FreeBitmap {
 }
 
 impl FreeBitmap {
-    /// A bitmap of `len` slots, all free.
+    /// A bitmap of `len` slots, all free (the heap builds its bitmaps with
+    /// [`FreeBitmap::new_all_taken`] and [`FreeBitmap::reset_all_free`]; this one is the tests').
+    #[cfg(any(test, loom))]
     pub fn new_all_free(len: usize) -> Self {
         let leaf_count = len.div_ceil(64);
         let leaves: Box<[AtomicU64]> = (0..leaf_count)
@@ -53,11 +55,6 @@ impl FreeBitmap {
         }
     }
 
-    /// Number of slots.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
     /// Makes the first `len` slots free and every other slot taken (the slab got a new size
     /// class). The caller must have the bitmap to itself: nobody takes or puts meanwhile.
     ///
@@ -78,11 +75,6 @@ impl FreeBitmap {
             // after this reset.
             s.store(v, Ordering::Release);
         }
-    }
-
-    /// Whether the bitmap has no slots at all.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Takes a free slot, or `None` when every slot is taken.
@@ -139,7 +131,8 @@ impl FreeBitmap {
         self.summary[li / 64].fetch_or(1u64 << (li % 64), Ordering::AcqRel);
     }
 
-    /// Whether slot `index` is currently free.
+    /// Whether slot `index` is currently free (the tests' check).
+    #[cfg(any(test, loom))]
     pub fn is_free(&self, index: usize) -> bool {
         index < self.len
             && self.leaves[index / 64].load(Ordering::Acquire) & (1u64 << (index % 64)) != 0

@@ -1,19 +1,27 @@
 //! The embedded database handle: configuration, transactions with retry, statistics.
+//!
+//! The handle is the top of the engine's layers (see the crate docs): it opens the heap (and
+//! the durable layer under it), builds the transaction layer's `Engine` — the state every
+//! transaction shares — and owns it, with the configuration and the serving tables of
+//! [`crate::remote`], in one `Shared` behind an `Arc`. A transaction borrows only the engine,
+//! so nothing below names this module. The `serve_*` family of a cluster member is defined here
+//! too, in `db/serve.rs`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
-use crossbeam_utils::CachePadded;
 use ordo_clock::Clock;
 
+mod serve;
+
 use crate::error::{AbortKind, Error};
-use crate::gc::{GcRound, GcState};
+use crate::gc::GcRound;
 use crate::heap::{Heap, HeapConfig};
 use crate::mvcc::{BudgetPolicy, VersionArena, VersionStats};
-use crate::txn::participant::cluster::ClusterSet;
-use crate::txn::participant::{LocalParticipant, LocalScratch, One, Participants};
+use crate::txn::engine::Engine;
+use crate::txn::participant::{LocalParticipant, LocalScratch, Remote};
+use crate::txn::worker::{self, SlotHome, Worker};
 use crate::txn::{Options, Tx};
-use crate::worker::{self, SlotHome, ThreadSlot, Worker};
 
 /// The most threads that may run transactions on one database at once, by default.
 pub const THREADS_MAX_DEFAULT: usize = 256;
@@ -120,100 +128,26 @@ impl Stats {
     }
 }
 
+/// A database's state: the [`Engine`] its transactions share, and what only the handle needs —
+/// the configuration it was opened with and what it serves to remote coordinators. Derefs to
+/// the engine.
 pub(crate) struct Shared<C> {
-    pub(crate) id: u64,
-    pub(crate) clock: C,
-    pub(crate) heap: Heap,
-    pub(crate) versions: Option<VersionArena>,
-    pub(crate) gc: GcState,
+    pub(crate) engine: Engine<C>,
     pub(crate) config: Config,
-    pub(crate) durable: Option<crate::durable::Durable>,
-    /// The network half of the participant seam, in a cluster (see `crate::remote`).
-    pub(crate) remote: Option<Arc<dyn crate::remote::Remote>>,
     /// What this database serves to remote coordinators, in a cluster.
     pub(crate) serve: crate::remote::ServeState,
-    slots: Box<[CachePadded<ThreadSlot>]>,
-    free_slots: Mutex<Vec<usize>>,
-    weak_self: Weak<dyn SlotHome>,
+}
+
+impl<C> std::ops::Deref for Shared<C> {
+    type Target = Engine<C>;
+    fn deref(&self) -> &Engine<C> {
+        &self.engine
+    }
 }
 
 impl<C: Clock> SlotHome for Shared<C> {
     fn release_worker(&self, worker: &mut Worker) {
-        self.slots[worker.slot].active_rts.store(worker::IDLE, Ordering::Release);
-        // Relaxed: read by the slot's next worker after the free-list mutex hands it over.
-        self.slots[worker.slot].tx_seq.store(worker.tx_seq, Ordering::Relaxed);
-        self.heap.abandon(&mut worker.alloc);
-        if let Some(v) = &self.versions {
-            v.retire(&worker.local.cursor);
-        }
-        self.free_slots.lock().unwrap_or_else(|e| e.into_inner()).push(worker.slot);
-    }
-}
-
-impl<C: Clock> Shared<C> {
-    pub(crate) fn slot(&self, index: usize) -> &ThreadSlot {
-        &self.slots[index]
-    }
-
-    /// The participants of this database's transactions, for the worker whose participant
-    /// state is `local` and whose slot is `slot`: one local participant owning every region —
-    /// the heap, its old versions, and the durable log as its backup. A cluster node provides
-    /// its own set here, routing the regions other nodes own to remote participants.
-    #[inline]
-    pub(crate) fn participants<'a>(
-        &'a self,
-        local: &'a LocalScratch,
-        slot: usize,
-    ) -> impl Participants + 'a {
-        let log = self.durable.as_ref().map(|d| &d.log);
-        One(LocalParticipant::new(&self.heap, &self.versions, local).with_log(log, slot))
-    }
-
-    /// The participants of a database with a [`Remote`](crate::remote::Remote): per region the
-    /// local participant or the remote, for commit attempt `tx`.
-    #[inline]
-    pub(crate) fn cluster_participants<'a>(
-        &'a self,
-        hook: &'a dyn crate::remote::Remote,
-        local: &'a LocalScratch,
-        slot: usize,
-        tx: u64,
-    ) -> ClusterSet<'a> {
-        // A primary does not log: its backups do (`crate::remote`).
-        let local = LocalParticipant::new(&self.heap, &self.versions, local).with_log(None, slot);
-        ClusterSet::new(local, hook, tx)
-    }
-
-    /// This thread's worker: cached, or new with a fresh slot.
-    pub(crate) fn worker(&self) -> Result<Box<Worker>, Error> {
-        if let Some(w) = worker::take_cached(self.id) {
-            return Ok(w);
-        }
-        self.new_worker()
-    }
-
-    /// A new worker with a fresh slot (not from the thread's cache).
-    pub(crate) fn new_worker(&self) -> Result<Box<Worker>, Error> {
-        let slot =
-            self.free_slots.lock().unwrap_or_else(|e| e.into_inner()).pop().ok_or_else(|| {
-                Error::Config(format!(
-                    "more than threads_max = {} threads are running transactions",
-                    self.config.threads_max
-                ))
-            })?;
-        Ok(Box::new(Worker {
-            db_id: self.id,
-            slot,
-            home: self.weak_self.clone(),
-            alloc: Default::default(),
-            reads: Default::default(),
-            writes: Default::default(),
-            scratch: Vec::new(),
-            local: Default::default(),
-            rng: 0x9E37_79B9_7F4A_7C15 ^ ((slot as u64 + 1) << 17),
-            // Relaxed: the free-list mutex ordered the previous worker's store before this.
-            tx_seq: self.slots[slot].tx_seq.load(Ordering::Relaxed),
-        }))
+        self.engine.release_worker(worker);
     }
 }
 
@@ -262,7 +196,7 @@ impl<C: Clock> Ordo<C> {
     pub fn with_remote(
         config: Config,
         clock: C,
-        remote: Arc<dyn crate::remote::Remote>,
+        remote: Arc<dyn Remote>,
         home: Vec<u16>,
     ) -> Result<Self, Error> {
         if let Some(d) = &config.durability {
@@ -288,7 +222,7 @@ impl<C: Clock> Ordo<C> {
         config: Config,
         clock: C,
         scanned: Option<crate::durable::recovery::Scan>,
-        remote: Option<Arc<dyn crate::remote::Remote>>,
+        remote: Option<Arc<dyn Remote>>,
     ) -> Result<Self, Error> {
         if config.threads_max == 0 {
             return Err(Error::Config("threads_max must be at least 1".into()));
@@ -322,24 +256,26 @@ impl<C: Clock> Ordo<C> {
                 (Heap::durable(config.heap, files, regions)?, Some(durable))
             }
         };
+        let versions = match config.versions {
+            Versions::Single => None,
+            Versions::Multi => {
+                Some(VersionArena::new(config.version_blocks_max, config.version_budget))
+            }
+        };
+        let id = NEXT_DB_ID.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new_cyclic(|weak: &Weak<Shared<C>>| Shared {
-            id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
-            clock,
-            heap,
-            versions: match config.versions {
-                Versions::Single => None,
-                Versions::Multi => {
-                    Some(VersionArena::new(config.version_blocks_max, config.version_budget))
-                }
-            },
-            gc: GcState::default(),
+            engine: Engine::new(
+                id,
+                clock,
+                heap,
+                versions,
+                durable,
+                remote,
+                threads_max,
+                weak.clone() as Weak<dyn SlotHome>,
+            ),
             config,
-            durable,
-            remote,
             serve: Default::default(),
-            slots: (0..threads_max).map(|_| CachePadded::new(ThreadSlot::default())).collect(),
-            free_slots: Mutex::new((0..threads_max).rev().collect()),
-            weak_self: weak.clone() as Weak<dyn SlotHome>,
         });
         if shared.config.gc_interval_us > 0 {
             spawn_gc(Arc::downgrade(&shared))?;
@@ -418,7 +354,7 @@ impl<C: Clock> Ordo<C> {
 
     /// Begins a transaction with `options`.
     pub fn begin_with(&self, options: Options) -> Result<Tx<'_, C>, Error> {
-        Tx::begin(&self.shared, options)
+        Tx::begin(&self.shared.engine, options)
     }
 
     /// Runs `f` in a transaction and commits it, retrying on conflict with bounded exponential
@@ -570,7 +506,7 @@ impl<C: Clock> Ordo<C> {
         E: From<Error>,
     {
         let options = self.shared.config.options;
-        self.retry(options.retries_max, || Tx::begin_at(&self.shared, options, ts), f)
+        self.retry(options.retries_max, || Tx::begin_at(&self.shared.engine, options, ts), f)
     }
 
     /// Takes a snapshot time (`now().lo`, raised to the GC safe point) and holds it: until the
@@ -614,31 +550,6 @@ impl<C: Clock> Ordo<C> {
         let scratch = LocalScratch::default();
         let owner = LocalParticipant::new(&self.shared.heap, &self.shared.versions, &scratch);
         owner.read(addr, ReadAt { rts, check_lock: true, old_versions: true }, out)
-    }
-}
-
-impl<C: Clock> Shared<C> {
-    /// One GC round over this database's slots and old-version memory.
-    /// The smallest read timestamp registered in a slot, if any.
-    pub(crate) fn min_active(&self) -> Option<ordo_clock::Timestamp> {
-        self.slots
-            .iter()
-            // SeqCst: the scan half of the Dekker pattern in crate::gc.
-            .map(|s| s.active_rts.load(Ordering::SeqCst))
-            .filter(|&v| v != worker::IDLE)
-            .min()
-            .map(ordo_clock::Timestamp::from_nanos)
-    }
-
-    pub(crate) fn gc_round(&self) -> GcRound {
-        self.gc.round(
-            || self.min_active(),
-            || self.clock.now().lo(),
-            |below| {
-                let blocks = self.versions.as_ref().map_or(0, |v| v.collect(below));
-                (blocks, self.heap.reclaim_slabs(below))
-            },
-        )
     }
 }
 

@@ -9,6 +9,9 @@ use ordo_clock::Timestamp;
 
 use crate::addr::Addr;
 
+mod durable;
+pub use durable::DurableError;
+
 /// Why a transaction attempt aborted. Each reason is counted (see [`crate::Stats`]).
 #[derive(thiserror::Error, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Abort {
@@ -191,9 +194,9 @@ impl std::fmt::Display for ParticipantStep {
 /// Everything an Ordo operation can fail with.
 #[derive(thiserror::Error, Clone, PartialEq, Eq, Debug)]
 pub enum Error {
-    /// A durable database's files failed or are bad (see [`crate::durable::DurableError`]).
+    /// A durable database's files failed or are bad (see [`DurableError`]).
     #[error("durability: {0}")]
-    Durable(std::sync::Arc<crate::durable::DurableError>),
+    Durable(std::sync::Arc<DurableError>),
     /// The transaction attempt conflicted; `Ordo::run` retries these.
     #[error("transaction aborted: {0}")]
     Aborted(#[from] Abort),

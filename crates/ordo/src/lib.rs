@@ -9,6 +9,24 @@
 //!   [`txn::commit`], talking to object owners through [`txn::participant::Participant`].
 //! * [`Ordo`] — the embedded API: `run` with retry, explicit `begin`/`commit`, statistics.
 //!
+//! # Layers
+//!
+//! Modules depend only downward; each names only modules of the layers below its own
+//! (`tests/engine/layering.rs` reads the sources and fails otherwise, so a cycle cannot come
+//! back):
+//!
+//! 1. `sync` (the loom seam), `addr`, `le_bytes`, `gc` (the safe point, given closures);
+//! 2. `bitmap`, [`object`], `mapping` (page-aligned memory), `error` (with
+//!    [`durable::DurableError`], kept there so that [`Error::Durable`] needs nothing above);
+//! 3. [`heap`] — a durable heap's region files come through its `RegionFiles` seam, which the
+//!    durable layer implements;
+//! 4. `mvcc` (old versions) and [`durable`] (files, logs, recovery);
+//! 5. [`txn`] — read and write sets, participants (and the [`remote::Remote`] trait they
+//!    call), commit, per-thread workers, and the engine state every transaction shares;
+//! 6. [`remote`] — the cluster's wire types and serving tables;
+//! 7. the database handle [`Ordo`] (configuration, retry, statistics, the `serve_*` family);
+//! 8. [`map`], then [`tree`], then [`table`], on transactions alone.
+//!
 //! The ORDO applications that are not parts of the store — RLU, Oplog and the hash set of
 //! Fig. 11 on RLU and on Ordo transactions — live in the `ordo-apps` crate, which uses only
 //! this crate's public API.
@@ -29,7 +47,12 @@
 
 #[cfg(not(loom))]
 mod addr;
+/// Public only in the loom build, for its model of the bitmap (`tests/loom_object.rs`).
+#[cfg(loom)]
 pub mod bitmap;
+#[cfg(not(loom))]
+#[allow(unreachable_pub)] // its items are `pub` for the loom build above
+mod bitmap;
 #[cfg(not(loom))]
 mod db;
 #[cfg(not(loom))]
@@ -63,8 +86,6 @@ pub mod table;
 pub mod tree;
 #[cfg(not(loom))]
 pub mod txn;
-#[cfg(not(loom))]
-mod worker;
 
 #[cfg(not(loom))]
 pub use addr::Addr;

@@ -2,93 +2,51 @@
 //! other processes, and how it serves the transactions of coordinators in other processes.
 //!
 //! The crate knows nothing of sockets. A cluster node (or client) opens its database with
-//! [`Ordo::with_remote`], handing it a [`Remote`]: the network half of the participant seam,
-//! implemented by `ordo-cluster`. Every region is then either **local** — this process holds
-//! its primary copy, and the coordinator calls into the heap as the embedded engine does — or
-//! **remote**, and the step goes through the `Remote`. Replication is the `Remote`'s too: a
-//! local primary's COMMIT-BACKUP and TRUNCATE reach the region's backups through it.
+//! [`Ordo::with_remote`](crate::Ordo::with_remote), handing it a [`Remote`]: the network half
+//! of the participant seam, implemented by `ordo-cluster`. Every region is then either
+//! **local** — this process holds its primary copy, and the coordinator calls into the heap as
+//! the embedded engine does — or **remote**, and the step goes through the `Remote`.
+//! Replication is the `Remote`'s too: a local primary's COMMIT-BACKUP and TRUNCATE reach the
+//! region's backups through it.
 //!
-//! The other direction is the `serve_*` family on [`Ordo`]: what a node's network task calls
-//! when another coordinator's message arrives. LOCK keeps the locked part and its lock token in
-//! a table keyed by [`TxKey`] until COMMIT-PRIMARY or ABORT consumes it; COMMIT-BACKUP keeps the
-//! image of a part this node backs up until TRUNCATE applies it ([`crate::heap`]'s
-//! `apply_backup`). None of them blocks: a lock that is taken is an abort, as locally.
+//! The other direction is the `serve_*` family on [`Ordo`](crate::Ordo): what a node's network
+//! task calls when another coordinator's message arrives. LOCK keeps the locked part and its
+//! lock token in a table keyed by [`TxKey`] until COMMIT-PRIMARY or ABORT consumes it;
+//! COMMIT-BACKUP keeps the image of a part this node backs up until TRUNCATE applies it
+//! ([`crate::heap`]'s `apply_backup`). None of them blocks: a lock that is taken is an abort,
+//! as locally.
 //!
 //! Parts travel as [`PartWire`]: three words per entry (address, kind and length, expectation)
 //! and the payload words, checked entry by entry when decoded.
+//!
+//! # Layering
+//! This module holds the cluster's vocabulary — the wire types and the serving tables — and
+//! depends on the transaction layer only. [`Remote`] is defined beside the participants that
+//! call it (`txn::participant`) and re-exported here; the `serve_*` methods are defined with the
+//! handle (`db/serve.rs`), which owns the tables. Neither of those names this module's users.
 //!
 //! # Invariants
 //! * A [`TxKey`] is in the lock table from a successful LOCK until the COMMIT-PRIMARY or ABORT
 //!   naming it; its worker (and so its thread slot) is held that long, nothing longer.
 //! * A slot reserved for a remote coordinator is released exactly once: by its transaction's
 //!   ABORT (through the locked part when LOCK got that far, else through the ABORT's own list),
-//!   by COMMIT-PRIMARY of a free, or by [`Ordo::serve_release`].
+//!   by COMMIT-PRIMARY of a free, or by [`Ordo::serve_release`](crate::Ordo::serve_release).
 //! * A backup applies a part only at TRUNCATE, and never over a newer version of an object.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use ordo_clock::{Clock, Timestamp};
+use ordo_clock::Timestamp;
 
 use crate::addr::Addr;
-use crate::db::Ordo;
 use crate::error::{Abort, Error};
 use crate::heap::AllocCache;
 use crate::object::Expect;
-pub use crate::txn::participant::ReadAt;
-use crate::txn::participant::{LocalLocks, LocalParticipant, Participant};
+use crate::txn::participant::LocalLocks;
+pub use crate::txn::participant::{ReadAt, Remote};
 use crate::txn::set::WriteSet;
 pub use crate::txn::set::{ReadEntry, WriteKind, WritePart};
-use crate::worker::Worker;
-
-/// The network half of the participant seam, implemented by a cluster node or client. Methods
-/// are called on application threads and block until the owner answers (or fails: a typed
-/// [`Error::Participant`]). `tx` numbers a commit attempt uniquely within this process; an
-/// implementation makes it unique in the cluster (for example with its node id).
-pub trait Remote: Send + Sync + 'static {
-    /// Whether this process holds the primary copy of `region`.
-    fn is_local_primary(&self, region: u16) -> bool;
-
-    /// Reads the newest version of `addr` at or below `at.rts` at its primary.
-    fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error>;
-
-    /// Whether `read` is still the newest version at or below `rts` (see
-    /// [`Participant::still_newest`]).
-    fn still_newest(&self, read: &ReadEntry, rts: Timestamp) -> Result<bool, Error>;
-
-    /// Reserves a slot for an object of `len_bytes` at a remote primary — in `near`'s region
-    /// when given (co-location), else where the implementation places it. Returns the address
-    /// and the version the slot holds (a free at a time the caller must check).
-    fn reserve(&self, near: Option<Addr>, len_bytes: usize) -> Result<(Addr, Timestamp), Error>;
-
-    /// Gives back a slot [`Remote::reserve`] reserved, before the transaction committed.
-    fn release(&self, addr: Addr) -> Result<(), Error>;
-
-    /// LOCK of a remote primary's `part` (one region).
-    fn lock(&self, tx: u64, part: WritePart<'_>) -> Result<(), Error>;
-
-    /// VALIDATE of reads owned by one remote primary.
-    fn validate(&self, reads: &[ReadEntry]) -> Result<(), Error>;
-
-    /// COMMIT-BACKUP: sends `part` (one region) to every backup of its region and waits for
-    /// their acknowledgements. Called for local and remote primaries alike.
-    fn commit_backup(&self, tx: u64, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error>;
-
-    /// The transaction aborted after `part`'s COMMIT-BACKUP was acknowledged: its region's
-    /// backups drop the part (best effort, see [`Participant::forget_backup`]).
-    fn forget_backup(&self, tx: u64, part: WritePart<'_>);
-
-    /// COMMIT-PRIMARY at a remote primary: installs the part LOCK locked.
-    fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error>;
-
-    /// TRUNCATE: the backups of `region` may apply the transaction's part. May be deferred and
-    /// piggybacked on later messages.
-    fn truncate(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error>;
-
-    /// ABORT at a remote primary: releases what LOCK took (if it got there) and the slots
-    /// reserved for `part`'s allocations.
-    fn abort(&self, tx: u64, part: WritePart<'_>) -> Result<(), Error>;
-}
+use crate::txn::worker::Worker;
 
 /// A transaction's part at one owner, as it travels: three words per entry and the payloads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -300,32 +258,32 @@ impl Refusal {
 
 /// A part locked for a remote coordinator: its write set, the lock token, and the worker whose
 /// scratch the token uses.
-struct Locked {
-    writes: WriteSet,
-    locks: LocalLocks,
-    worker: Box<Worker>,
+pub(crate) struct Locked {
+    pub(crate) writes: WriteSet,
+    pub(crate) locks: LocalLocks,
+    pub(crate) worker: Box<Worker>,
 }
 
 /// A part this node backs up, waiting for TRUNCATE.
-struct Backed {
-    wts: Timestamp,
-    part: WriteSet,
+pub(crate) struct Backed {
+    pub(crate) wts: Timestamp,
+    pub(crate) part: WriteSet,
 }
 
 /// The serving state of a database in a cluster (see the module docs).
 #[derive(Default)]
 pub(crate) struct ServeState {
-    locked: Mutex<HashMap<TxKey, Locked>>,
-    backed: Mutex<HashMap<TxKey, Backed>>,
+    pub(crate) locked: Mutex<HashMap<TxKey, Locked>>,
+    pub(crate) backed: Mutex<HashMap<TxKey, Backed>>,
     /// Idle workers for serving (each holds a thread slot and participant scratch).
     #[allow(clippy::vec_box)]
-    workers: Mutex<Vec<Box<Worker>>>,
-    alloc: Mutex<AllocCache>,
+    pub(crate) workers: Mutex<Vec<Box<Worker>>>,
+    pub(crate) alloc: Mutex<AllocCache>,
     /// Backup applies that failed (a bad image): counted, logged by the caller.
     pub(crate) apply_errors: std::sync::atomic::AtomicU64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -340,259 +298,14 @@ pub struct ServeStats {
     pub apply_errors: u64,
 }
 
-impl<C: Clock> Ordo<C> {
-    fn serve_worker(&self) -> Result<Box<Worker>, Error> {
-        let serve = &self.shared().serve;
-        if let Some(w) = lock(&serve.workers).pop() {
-            return Ok(w);
-        }
-        self.shared().new_worker()
-    }
-
-    fn serve_worker_done(&self, w: Box<Worker>) {
-        lock(&self.shared().serve.workers).push(w);
-    }
-
-    /// Serves a remote READ at this node's primary copy.
-    ///
-    /// A read that may walk old versions is registered at `at.rts` in a thread slot while it
-    /// runs (so this node's GC keeps what it reads) and is refused with
-    /// [`Error::SnapshotTooOld`] when `at.rts` is below this node's GC safe point (the
-    /// GC_local guard of FaRMv2 §4.6: versions below it may be gone).
-    pub fn serve_read(
-        &self,
-        addr: Addr,
-        at: ReadAt,
-        out: &mut Vec<u64>,
-    ) -> Result<ReadEntry, Error> {
-        let s = self.shared();
-        let scratch = crate::txn::participant::LocalScratch::default();
-        let owner = LocalParticipant::new(&s.heap, &s.versions, &scratch);
-        if !at.old_versions || s.versions.is_none() {
-            return owner.read(addr, at, out);
-        }
-        let worker = self.serve_worker()?;
-        let slot = s.slot(worker.slot);
-        // SeqCst: registration before the safe-point check (Dekker, crate::gc).
-        slot.active_rts.store(at.rts.as_nanos(), std::sync::atomic::Ordering::SeqCst);
-        let gc_point = s.gc.point();
-        let read = if at.rts < gc_point {
-            Err(Error::SnapshotTooOld { ts: at.rts, gc_point })
-        } else {
-            owner.read(addr, at, out)
-        };
-        // Release: pairs with the GC's Acquire scan; the slot is idle again.
-        slot.active_rts.store(crate::worker::IDLE, std::sync::atomic::Ordering::Release);
-        self.serve_worker_done(worker);
-        read
-    }
-
-    /// Serves a remote revalidation (see [`Participant::still_newest`]).
-    pub fn serve_still_newest(&self, read: &ReadEntry, rts: Timestamp) -> Result<bool, Error> {
-        let s = self.shared();
-        let scratch = crate::txn::participant::LocalScratch::default();
-        let mut words = Vec::new();
-        LocalParticipant::new(&s.heap, &s.versions, &scratch).still_newest(read, rts, &mut words)
-    }
-
-    /// Serves a remote reservation of a slot for `len_bytes` in this node's home regions.
-    /// Returns the address and the version the slot holds.
-    pub fn serve_reserve(&self, len_bytes: usize) -> Result<(Addr, Timestamp), Error> {
-        let s = self.shared();
-        let addr = s.heap.reserve(&mut lock(&s.serve.alloc), len_bytes)?;
-        let version = s.heap.object(addr).map_or(Timestamp::ZERO, |o| o.header().ts());
-        Ok((addr, version))
-    }
-
-    /// Serves a release of a slot reserved by [`Ordo::serve_reserve`] whose transaction did not
-    /// commit it. An address that is not a reserved, unallocated slot is refused.
-    pub fn serve_release(&self, addr: Addr) -> Result<(), Error> {
-        let s = self.shared();
-        let obj = s.heap.object(addr)?;
-        if obj.header().is_allocated() || obj.header().is_locked() {
-            return Err(Error::NotAllocated { addr });
-        }
-        s.heap.release(addr, None);
-        Ok(())
-    }
-
-    /// Serves LOCK: locks `part` for `key` and keeps the token until COMMIT-PRIMARY or ABORT.
-    pub fn serve_lock(&self, key: TxKey, part: &PartWire) -> Result<(), Error> {
-        if part.region() != Some(key.region) {
-            return Err(Error::Config(format!("LOCK for region {} names another", key.region)));
-        }
-        let s = self.shared();
-        if lock(&s.serve.locked).contains_key(&key) {
-            return Err(Error::Config(format!("{key:?} is already locked")));
-        }
-        let mut writes = WriteSet::default();
-        part.decode(&mut writes)?;
-        let worker = self.serve_worker()?;
-        let result = {
-            let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
-            p.lock(writes.part(0..writes.len()))
-        };
-        match result {
-            Ok(locks) => {
-                lock(&s.serve.locked).insert(key, Locked { writes, locks, worker });
-                Ok(())
-            }
-            Err(e) => {
-                self.serve_worker_done(worker);
-                Err(e)
-            }
-        }
-    }
-
-    /// Serves VALIDATE of reads this node owns.
-    pub fn serve_validate(&self, reads: &[ReadEntry]) -> Result<(), Error> {
-        let s = self.shared();
-        let scratch = crate::txn::participant::LocalScratch::default();
-        LocalParticipant::new(&s.heap, &s.versions, &scratch).validate(reads, &WriteSet::default())
-    }
-
-    /// Serves COMMIT-PRIMARY: installs the part locked for `key` at `wts` and unlocks it.
-    pub fn serve_commit_primary(&self, key: TxKey, wts: Timestamp) -> Result<(), Error> {
-        let s = self.shared();
-        let Some(Locked { writes, locks, worker }) = lock(&s.serve.locked).remove(&key) else {
-            return Err(Error::Config(format!("COMMIT-PRIMARY of {key:?}, which holds no locks")));
-        };
-        let result = {
-            let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
-            p.commit_primary(locks, writes.part(0..writes.len()), wts)
-        };
-        self.serve_worker_done(worker);
-        result
-    }
-
-    /// Serves ABORT: releases the locks held for `key` (if LOCK got there) and the reserved
-    /// slots of the part's allocations — from the locked part, or else from `allocs`.
-    pub fn serve_abort(&self, key: TxKey, allocs: &[Addr]) -> Result<(), Error> {
-        let s = self.shared();
-        let held = lock(&s.serve.locked).remove(&key);
-        match held {
-            Some(Locked { writes, locks, worker }) => {
-                let result = {
-                    let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
-                    p.abort(Some(locks), writes.part(0..writes.len()))
-                };
-                self.serve_worker_done(worker);
-                result
-            }
-            None => {
-                for &addr in allocs {
-                    if addr.region() == key.region {
-                        // A slot already allocated or not ours is refused, not released.
-                        let _ = self.serve_release(addr);
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Serves COMMIT-BACKUP: keeps `part` (one region this node backs up) until TRUNCATE.
-    pub fn serve_backup(&self, key: TxKey, part: &PartWire, wts: Timestamp) -> Result<(), Error> {
-        if part.region() != Some(key.region) {
-            return Err(Error::Config(format!(
-                "COMMIT-BACKUP for region {} names another",
-                key.region
-            )));
-        }
-        let mut writes = WriteSet::default();
-        part.decode(&mut writes)?;
-        if let Some(d) = &self.shared().durable {
-            self.shared().heap.ensure_region(key.region)?;
-            self.log_backup(&d.log, &writes, wts)?;
-        }
-        lock(&self.shared().serve.backed).insert(key, Backed { wts, part: writes });
-        Ok(())
-    }
-
-    /// Logs a backed-up part durably before COMMIT-BACKUP is acknowledged. The record carries
-    /// a timestamp of this node's clock drawn as a local commit draws its write timestamp
-    /// (lower bound published first, then `get_ts`), not the transaction's `wts`: parts arrive
-    /// here in any order of `wts` but in commit order per object, and the log's marker and
-    /// checkpointer need records in the order of their timestamps. The images inside carry
-    /// `wts`. In `sync` mode this waits until the marker covers the record.
-    fn log_backup(
-        &self,
-        log: &crate::durable::log::Log,
-        writes: &WriteSet,
-        wts: Timestamp,
-    ) -> Result<(), Error> {
-        let s = self.shared();
-        let worker = self.serve_worker()?;
-        let slot = worker.slot;
-        log.publish_lower(slot, s.clock.now().lo().as_nanos());
-        let ts = s.clock.get_ts();
-        let part = writes.part(0..writes.len());
-        let result = log
-            .append_tx(slot, ts.as_nanos(), |rec| {
-                crate::txn::participant::redo_record(rec, part, wts, |e| {
-                    crate::heap::Heap::implied_slab_word(e.addr, e.len_bytes)
-                });
-            })
-            .and_then(|()| log.wait_durable(Some(slot), ts.as_nanos()));
-        self.serve_worker_done(worker);
-        result.map_err(Error::from)
-    }
-
-    /// Serves TRUNCATE: applies the part backed up for `key`, if any (a repeated or unknown
-    /// truncation is a no-op). Returns whether a part was applied.
-    pub fn serve_truncate(&self, key: TxKey) -> Result<bool, Error> {
-        let s = self.shared();
-        let Some(Backed { wts, part }) = lock(&s.serve.backed).remove(&key) else {
-            return Ok(false);
-        };
-        for e in part.entries() {
-            let applied = s.heap.apply_backup(
-                e.addr,
-                e.kind == WriteKind::Alloc,
-                e.kind != WriteKind::Free,
-                wts,
-                e.len_bytes,
-                part.data(e),
-            );
-            if let Err(err) = applied {
-                s.serve.apply_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                return Err(err);
-            }
-        }
-        Ok(true)
-    }
-
-    /// Drops the part backed up for `key` without applying it (its transaction aborted).
-    /// Returns whether there was one.
-    pub fn serve_discard(&self, key: TxKey) -> bool {
-        lock(&self.shared().serve.backed).remove(&key).is_some()
-    }
-
-    /// Counters of the serving side.
-    pub fn serve_stats(&self) -> ServeStats {
-        let s = &self.shared().serve;
-        ServeStats {
-            locked: lock(&s.locked).len(),
-            backed: lock(&s.backed).len(),
-            apply_errors: s.apply_errors.load(std::sync::atomic::Ordering::Relaxed),
-        }
-    }
-
-    /// A digest of region `region`'s committed objects here (see the replication invariant in
-    /// `ordo-cluster`); `None` when this process holds no copy of it.
-    pub fn region_digest(&self, region: u16) -> Option<u64> {
-        self.shared().heap.region_digest(region)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use ordo_clock::LogicalClock;
+    use ordo_clock::{Clock, LogicalClock};
 
     use super::*;
-    use crate::db::Config;
+    use crate::db::{Config, Ordo};
 
     /// A `Remote` for one process that holds region 1's primary: it records what the
     /// coordinator sends to the backups, and owns nothing else.

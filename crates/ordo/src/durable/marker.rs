@@ -67,11 +67,6 @@ impl MarkerSlots {
         self.slots.len()
     }
 
-    /// Whether there are no slots.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
     /// Before drawing the write timestamp: the bound stays below `lower` until
     /// [`MarkerSlots::appended`] or [`MarkerSlots::clear_lower`].
     #[inline]

@@ -3,7 +3,7 @@
 //! * A **region** is `region_bytes` of zero-filled memory with a 16-bit id; regions are created on
 //!   demand up to `regions_max` and never move, so an [`Addr`] stays valid forever.
 //! * A **slab** (1 MiB) gets a size class when it is first used. Its slots are tracked by a
-//!   [`FreeBitmap`]; its class is also written into the slab header in region memory so that
+//!   `FreeBitmap` (`crate::bitmap`); its class is also written into the slab header in region memory so that
 //!   recovery can rebuild the bitmaps from object headers.
 //! * A slab whose objects are all free is **reclaimed** for any size class once the GC safe point
 //!   passes its last free (FaRMv2 §4.8, `reclaim_slabs`): then no transaction can still read its
@@ -20,6 +20,10 @@
 //! Allocation is transactional one level up: the transaction reserves a slot here (`reserve`),
 //! makes the object allocated by installing its first version at commit, and `release`s the slot
 //! again if it aborts — or, for a free, after installing the unallocated version.
+//!
+//! A durable heap's regions are files: a new region's file is made through `RegionFiles`, a
+//! seam defined here and implemented by the durable layer above (`crate::durable`'s heap
+//! files), so the heap never names that layer.
 //!
 //! # Invariants
 //! * A slot reserved by one transaction is never reserved by another until released.
@@ -178,10 +182,19 @@ pub(crate) struct Heap {
     emptied: Mutex<Vec<(SlabId, u32)>>,
     reclaimed: AtomicU64,
     /// Heap files of a durable database: new regions get a file each.
-    backing: Option<std::sync::Arc<crate::durable::HeapFiles>>,
+    backing: Option<std::sync::Arc<dyn RegionFiles>>,
     /// A cluster node's home regions (those it is primary of), in the order allocation uses
     /// them; `None` creates regions 0, 1, 2, … (the embedded engine).
     home: Mutex<Option<Vec<u16>>>,
+}
+
+/// Where a durable heap's new regions come from: one file per region, made and recorded
+/// before the region is used. The heap defines the seam and the durable layer above it
+/// implements it (`crate::durable`'s heap files), so the heap never names that layer.
+pub(crate) trait RegionFiles: Send + Sync {
+    /// Creates region `id`'s file of `bytes` zeros, makes it durable, and returns its working
+    /// copy.
+    fn create_region(&self, id: u16, bytes: usize) -> Result<RegionMemory, Error>;
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -210,7 +223,7 @@ impl Heap {
     /// and live counts from the object headers' ALLOC bits.
     pub(crate) fn durable(
         config: HeapConfig,
-        files: std::sync::Arc<crate::durable::HeapFiles>,
+        files: std::sync::Arc<dyn RegionFiles>,
         regions: Vec<Option<RegionMemory>>,
     ) -> Result<Self, Error> {
         let mut heap = Heap::new(config)?;

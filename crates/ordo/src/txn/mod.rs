@@ -39,7 +39,7 @@
 //! # Owners
 //!
 //! A `Tx` reads (head or old version), and revalidates its reads, through the participant set
-//! its database provides (`Shared::participants`, see [`participant`]) — for the embedded
+//! its database provides (`Engine::participants`, see [`participant`]) — for the embedded
 //! engine one local participant owning every region — and commits through [`commit`] over the
 //! same set. Allocation is the one exception: it reserves a slot in the local heap directly
 //! (the slot's owner releases it if the attempt aborts); placing objects at other owners is
@@ -49,10 +49,12 @@
 //! abort, and `commit` does too, so nothing built on an inconsistent read can be committed.
 
 pub mod commit;
+pub(crate) mod engine;
 mod options;
 pub mod participant;
 pub mod set;
 mod view;
+pub(crate) mod worker;
 
 use bytemuck::Pod;
 use ordo_clock::{Clock, Timestamp};
@@ -65,15 +67,15 @@ pub use options::{CommitStep, Shortcuts};
 pub use view::View;
 
 use crate::addr::Addr;
-use crate::db::Shared;
 use crate::error::{Abort, Error};
-use crate::worker::{self, Worker, bump};
 
+use engine::Engine;
 use participant::{Participant, Participants, ReadAt};
 use set::{ReadEntry, WriteKind, words_as_bytes};
+use worker::{Worker, bump};
 
 /// Runs `$body` with `$set` bound to the database's participant set: the embedded engine's
-/// single local owner, or — with a [`crate::remote::Remote`] — the cluster set of commit attempt
+/// single local owner, or — with a [`Remote`](participant::Remote) — the cluster set of commit attempt
 /// `$tx`. The body is compiled once per set type, so the embedded path keeps its constant
 /// `Participants::SINGLE`; the choice costs one predictable branch.
 macro_rules! with_participants {
@@ -104,7 +106,7 @@ macro_rules! with_participants {
 /// tx.read::<u64>(a); // error: use of moved value
 /// ```
 pub struct Tx<'db, C: Clock> {
-    shared: &'db Shared<C>,
+    shared: &'db Engine<C>,
     worker: Option<Box<Worker>>,
     rts: Timestamp,
     /// Reading a version at or after this time revalidates the earlier reads (see the module
@@ -125,7 +127,7 @@ pub struct Tx<'db, C: Clock> {
 pub const SNAPSHOT_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<'db, C: Clock> Tx<'db, C> {
-    pub(crate) fn begin(shared: &'db Shared<C>, options: Options) -> Result<Self, Error> {
+    pub(crate) fn begin(shared: &'db Engine<C>, options: Options) -> Result<Self, Error> {
         let mut worker = shared.worker()?;
         worker.reads.clear();
         worker.writes.clear();
@@ -157,7 +159,7 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// behind (see `crate::gc` for why this order cannot be missed by a GC round).
     #[inline]
     fn register(
-        shared: &Shared<C>,
+        shared: &Engine<C>,
         worker: &Worker,
         options: &Options,
         rts: Timestamp,
@@ -177,7 +179,7 @@ impl<'db, C: Clock> Tx<'db, C> {
 
     /// Begins a read-only transaction at the stale snapshot `ts` (FaRMv2 §4.6).
     pub(crate) fn begin_at(
-        shared: &'db Shared<C>,
+        shared: &'db Engine<C>,
         options: Options,
         ts: Timestamp,
     ) -> Result<Self, Error> {

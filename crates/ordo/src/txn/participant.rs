@@ -49,6 +49,7 @@
 
 pub mod cluster;
 mod local;
+mod remote;
 #[cfg(test)]
 mod tests;
 
@@ -56,6 +57,7 @@ use ordo_clock::Timestamp;
 
 pub use local::{LocalLocks, LocalParticipant};
 pub(crate) use local::{LocalScratch, redo_record};
+pub use remote::Remote;
 
 use super::set::{ReadEntry, WritePart, WriteSet};
 use super::view::View;

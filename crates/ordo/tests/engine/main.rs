@@ -1,4 +1,5 @@
-//! The engine: API, stress, GC, histories checked by ordo-check, negative shortcuts, slab reuse.
+//! The engine: API, stress, GC, histories checked by ordo-check, negative shortcuts, slab reuse,
+//! and the layering of its modules.
 //!
 //! One test binary (linked once); each module is one former test file.
 
@@ -11,5 +12,6 @@ mod engine_api;
 mod engine_stress;
 mod gc;
 mod history;
+mod layering;
 mod shortcuts;
 mod slab_reuse;

@@ -9,10 +9,9 @@
 
 use ordo_clock::Timestamp;
 
-use super::{LocalLocks, LocalParticipant, Owner, Participant, Participants, ReadAt};
+use super::{LocalLocks, LocalParticipant, Owner, Participant, Participants, ReadAt, Remote};
 use crate::addr::Addr;
 use crate::error::Error;
-use crate::remote::Remote;
 use crate::txn::set::{ReadEntry, WritePart, WriteSet};
 use crate::txn::view::View;
 

@@ -1,0 +1,267 @@
+//! The serving side of a cluster: the `serve_*` family on [`Ordo`], what a node's network task
+//! calls when another coordinator's message arrives (DESIGN §4; see [`crate::remote`] for the
+//! protocol, the lock and backup tables and their invariants).
+//!
+//! These methods live with the handle they are defined on, above `crate::remote`, which holds
+//! the cluster's vocabulary ([`PartWire`], [`TxKey`], [`Refusal`](crate::remote::Refusal)) and
+//! the serving state ([`ServeState`]) the handle owns: so `remote` depends on the transaction
+//! layer only, and the handle on both.
+
+use ordo_clock::{Clock, Timestamp};
+
+use super::Ordo;
+use crate::addr::Addr;
+use crate::error::Error;
+#[cfg(doc)]
+use crate::remote::ServeState;
+use crate::remote::{
+    Backed, Locked, PartWire, ReadAt, ReadEntry, ServeStats, TxKey, WriteKind, lock,
+};
+use crate::txn::participant::{LocalParticipant, Participant};
+use crate::txn::set::WriteSet;
+use crate::txn::worker::Worker;
+
+impl<C: Clock> Ordo<C> {
+    fn serve_worker(&self) -> Result<Box<Worker>, Error> {
+        let serve = &self.shared().serve;
+        if let Some(w) = lock(&serve.workers).pop() {
+            return Ok(w);
+        }
+        self.shared().new_worker()
+    }
+
+    fn serve_worker_done(&self, w: Box<Worker>) {
+        lock(&self.shared().serve.workers).push(w);
+    }
+
+    /// Serves a remote READ at this node's primary copy.
+    ///
+    /// A read that may walk old versions is registered at `at.rts` in a thread slot while it
+    /// runs (so this node's GC keeps what it reads) and is refused with
+    /// [`Error::SnapshotTooOld`] when `at.rts` is below this node's GC safe point (the
+    /// GC_local guard of FaRMv2 §4.6: versions below it may be gone).
+    pub fn serve_read(
+        &self,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+    ) -> Result<ReadEntry, Error> {
+        let s = self.shared();
+        let scratch = crate::txn::participant::LocalScratch::default();
+        let owner = LocalParticipant::new(&s.heap, &s.versions, &scratch);
+        if !at.old_versions || s.versions.is_none() {
+            return owner.read(addr, at, out);
+        }
+        let worker = self.serve_worker()?;
+        let slot = s.slot(worker.slot);
+        // SeqCst: registration before the safe-point check (Dekker, crate::gc).
+        slot.active_rts.store(at.rts.as_nanos(), std::sync::atomic::Ordering::SeqCst);
+        let gc_point = s.gc.point();
+        let read = if at.rts < gc_point {
+            Err(Error::SnapshotTooOld { ts: at.rts, gc_point })
+        } else {
+            owner.read(addr, at, out)
+        };
+        // Release: pairs with the GC's Acquire scan; the slot is idle again.
+        slot.active_rts.store(crate::txn::worker::IDLE, std::sync::atomic::Ordering::Release);
+        self.serve_worker_done(worker);
+        read
+    }
+
+    /// Serves a remote revalidation (see [`Participant::still_newest`]).
+    pub fn serve_still_newest(&self, read: &ReadEntry, rts: Timestamp) -> Result<bool, Error> {
+        let s = self.shared();
+        let scratch = crate::txn::participant::LocalScratch::default();
+        let mut words = Vec::new();
+        LocalParticipant::new(&s.heap, &s.versions, &scratch).still_newest(read, rts, &mut words)
+    }
+
+    /// Serves a remote reservation of a slot for `len_bytes` in this node's home regions.
+    /// Returns the address and the version the slot holds.
+    pub fn serve_reserve(&self, len_bytes: usize) -> Result<(Addr, Timestamp), Error> {
+        let s = self.shared();
+        let addr = s.heap.reserve(&mut lock(&s.serve.alloc), len_bytes)?;
+        let version = s.heap.object(addr).map_or(Timestamp::ZERO, |o| o.header().ts());
+        Ok((addr, version))
+    }
+
+    /// Serves a release of a slot reserved by [`Ordo::serve_reserve`] whose transaction did not
+    /// commit it. An address that is not a reserved, unallocated slot is refused.
+    pub fn serve_release(&self, addr: Addr) -> Result<(), Error> {
+        let s = self.shared();
+        let obj = s.heap.object(addr)?;
+        if obj.header().is_allocated() || obj.header().is_locked() {
+            return Err(Error::NotAllocated { addr });
+        }
+        s.heap.release(addr, None);
+        Ok(())
+    }
+
+    /// Serves LOCK: locks `part` for `key` and keeps the token until COMMIT-PRIMARY or ABORT.
+    pub fn serve_lock(&self, key: TxKey, part: &PartWire) -> Result<(), Error> {
+        if part.region() != Some(key.region) {
+            return Err(Error::Config(format!("LOCK for region {} names another", key.region)));
+        }
+        let s = self.shared();
+        if lock(&s.serve.locked).contains_key(&key) {
+            return Err(Error::Config(format!("{key:?} is already locked")));
+        }
+        let mut writes = WriteSet::default();
+        part.decode(&mut writes)?;
+        let worker = self.serve_worker()?;
+        let result = {
+            let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
+            p.lock(writes.part(0..writes.len()))
+        };
+        match result {
+            Ok(locks) => {
+                lock(&s.serve.locked).insert(key, Locked { writes, locks, worker });
+                Ok(())
+            }
+            Err(e) => {
+                self.serve_worker_done(worker);
+                Err(e)
+            }
+        }
+    }
+
+    /// Serves VALIDATE of reads this node owns.
+    pub fn serve_validate(&self, reads: &[ReadEntry]) -> Result<(), Error> {
+        let s = self.shared();
+        let scratch = crate::txn::participant::LocalScratch::default();
+        LocalParticipant::new(&s.heap, &s.versions, &scratch).validate(reads, &WriteSet::default())
+    }
+
+    /// Serves COMMIT-PRIMARY: installs the part locked for `key` at `wts` and unlocks it.
+    pub fn serve_commit_primary(&self, key: TxKey, wts: Timestamp) -> Result<(), Error> {
+        let s = self.shared();
+        let Some(Locked { writes, locks, worker }) = lock(&s.serve.locked).remove(&key) else {
+            return Err(Error::Config(format!("COMMIT-PRIMARY of {key:?}, which holds no locks")));
+        };
+        let result = {
+            let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
+            p.commit_primary(locks, writes.part(0..writes.len()), wts)
+        };
+        self.serve_worker_done(worker);
+        result
+    }
+
+    /// Serves ABORT: releases the locks held for `key` (if LOCK got there) and the reserved
+    /// slots of the part's allocations — from the locked part, or else from `allocs`.
+    pub fn serve_abort(&self, key: TxKey, allocs: &[Addr]) -> Result<(), Error> {
+        let s = self.shared();
+        let held = lock(&s.serve.locked).remove(&key);
+        match held {
+            Some(Locked { writes, locks, worker }) => {
+                let result = {
+                    let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
+                    p.abort(Some(locks), writes.part(0..writes.len()))
+                };
+                self.serve_worker_done(worker);
+                result
+            }
+            None => {
+                for &addr in allocs {
+                    if addr.region() == key.region {
+                        // A slot already allocated or not ours is refused, not released.
+                        let _ = self.serve_release(addr);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Serves COMMIT-BACKUP: keeps `part` (one region this node backs up) until TRUNCATE.
+    pub fn serve_backup(&self, key: TxKey, part: &PartWire, wts: Timestamp) -> Result<(), Error> {
+        if part.region() != Some(key.region) {
+            return Err(Error::Config(format!(
+                "COMMIT-BACKUP for region {} names another",
+                key.region
+            )));
+        }
+        let mut writes = WriteSet::default();
+        part.decode(&mut writes)?;
+        if let Some(d) = &self.shared().durable {
+            self.shared().heap.ensure_region(key.region)?;
+            self.log_backup(&d.log, &writes, wts)?;
+        }
+        lock(&self.shared().serve.backed).insert(key, Backed { wts, part: writes });
+        Ok(())
+    }
+
+    /// Logs a backed-up part durably before COMMIT-BACKUP is acknowledged. The record carries
+    /// a timestamp of this node's clock drawn as a local commit draws its write timestamp
+    /// (lower bound published first, then `get_ts`), not the transaction's `wts`: parts arrive
+    /// here in any order of `wts` but in commit order per object, and the log's marker and
+    /// checkpointer need records in the order of their timestamps. The images inside carry
+    /// `wts`. In `sync` mode this waits until the marker covers the record.
+    fn log_backup(
+        &self,
+        log: &crate::durable::log::Log,
+        writes: &WriteSet,
+        wts: Timestamp,
+    ) -> Result<(), Error> {
+        let s = self.shared();
+        let worker = self.serve_worker()?;
+        let slot = worker.slot;
+        log.publish_lower(slot, s.clock.now().lo().as_nanos());
+        let ts = s.clock.get_ts();
+        let part = writes.part(0..writes.len());
+        let result = log
+            .append_tx(slot, ts.as_nanos(), |rec| {
+                crate::txn::participant::redo_record(rec, part, wts, |e| {
+                    crate::heap::Heap::implied_slab_word(e.addr, e.len_bytes)
+                });
+            })
+            .and_then(|()| log.wait_durable(Some(slot), ts.as_nanos()));
+        self.serve_worker_done(worker);
+        result.map_err(Error::from)
+    }
+
+    /// Serves TRUNCATE: applies the part backed up for `key`, if any (a repeated or unknown
+    /// truncation is a no-op). Returns whether a part was applied.
+    pub fn serve_truncate(&self, key: TxKey) -> Result<bool, Error> {
+        let s = self.shared();
+        let Some(Backed { wts, part }) = lock(&s.serve.backed).remove(&key) else {
+            return Ok(false);
+        };
+        for e in part.entries() {
+            let applied = s.heap.apply_backup(
+                e.addr,
+                e.kind == WriteKind::Alloc,
+                e.kind != WriteKind::Free,
+                wts,
+                e.len_bytes,
+                part.data(e),
+            );
+            if let Err(err) = applied {
+                s.serve.apply_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Err(err);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Drops the part backed up for `key` without applying it (its transaction aborted).
+    /// Returns whether there was one.
+    pub fn serve_discard(&self, key: TxKey) -> bool {
+        lock(&self.shared().serve.backed).remove(&key).is_some()
+    }
+
+    /// Counters of the serving side.
+    pub fn serve_stats(&self) -> ServeStats {
+        let s = &self.shared().serve;
+        ServeStats {
+            locked: lock(&s.locked).len(),
+            backed: lock(&s.backed).len(),
+            apply_errors: s.apply_errors.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    /// A digest of region `region`'s committed objects here (see the replication invariant in
+    /// `ordo-cluster`); `None` when this process holds no copy of it.
+    pub fn region_digest(&self, region: u16) -> Option<u64> {
+        self.shared().heap.region_digest(region)
+    }
+}
