@@ -254,11 +254,13 @@ fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync
 
 /// Reads and checks a directory on up to `threads` threads; changes nothing. See the module
 /// docs.
-/// `replay`: also gather every entry for [`apply`], split by replay thread.
+/// `replay`: also gather every entry for [`apply`], split by replay thread. A segment file
+/// longer than `segment_bytes_max` is refused before it is mapped.
 pub(crate) fn scan(
     storage: &dyn Storage,
     dir: &Path,
     threads: usize,
+    segment_bytes_max: u64,
     replay: bool,
 ) -> Result<Scan, DurableError> {
     let started = Instant::now();
@@ -291,6 +293,19 @@ pub(crate) fn scan(
         let path = format::segment_file(dir, seq);
         let f = storage.open(&path, false).map_err(io("open", &path))?;
         let len = f.len_bytes().map_err(io("stat", &path))?;
+        if len > segment_bytes_max {
+            // Never mapped: a sparse file set to many GiB costs nothing on disk, but mapping
+            // and scanning it whole would (address space, a page fault per chunk, a few words
+            // per chunk). Every segment this configuration writes fits.
+            return Err(DurableError::BadFile {
+                path,
+                offset: segment_bytes_max,
+                reason: format!(
+                    "segment of {len} bytes is longer than the maximum segment size \
+                     ({segment_bytes_max} bytes, `segment_bytes_max`)"
+                ),
+            });
+        }
         let mut head = vec![0u8; SEGMENT_HEADER_BYTES.min(len) as usize];
         f.read_at(&mut head, 0).map_err(io("read", &path))?;
         let header = SegmentHeader::decode(&path, &head)?;
