@@ -8,9 +8,10 @@
 //! records of process-mode segments count whole (their page cache survived). A bad
 //! record is a **torn tail** (dropped, reported) when, in a sync-mode segment, its timestamp
 //! field is above D (or 0: the sector holding it was never written) and every valid record
-//! after it in its chunk is above D too — the device may persist an unflushed write's sectors
-//! in any order, so a torn record can have intact neighbours after it, but only unflushed
-//! ones; in a process-mode segment, when nothing valid follows it. Otherwise it is an error
+//! after it in its chunk is above D too, at most one of them a marker — the device may
+//! persist an unflushed write's sectors in any order, so a torn record can have intact
+//! neighbours after it, but only from the last round, which alone can be unflushed; in a
+//! process-mode segment, when nothing valid follows it. Otherwise it is an error
 //! naming the file and offset: every record at or below D was flushed before D was, and the
 //! flushed part of a chunk is a prefix of it, so a bad one there is corruption, never a crash
 //! artefact. A segment shorter than its header says, or longer than the maximum segment size,
@@ -158,9 +159,18 @@ struct BadRecord {
     offset: usize,
     ts_field: u64,
     reason: &'static str,
-    /// The smallest timestamp among the valid records that follow it in its chunk (`None`:
-    /// none does). See [`valid_after`] for what that tells.
-    followed_by: Option<u64>,
+    /// The valid records that follow it in its chunk: see [`valid_after`] and the rule in
+    /// [`scan`].
+    after: After,
+}
+
+/// What [`valid_after`] found after a bad record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct After {
+    /// The smallest timestamp among the valid records (`None`: there is none).
+    min_ts: Option<u64>,
+    /// How many of them are markers.
+    markers: u32,
 }
 
 /// An entry of a valid transaction record, as the scan found it: replay filters these without
@@ -411,11 +421,14 @@ pub(crate) fn scan(
         let below_marker = seg.header.marked && b.ts_field != 0 && b.ts_field <= marker;
         // A valid record after a bad one is a torn tail's neighbour when both lie in the
         // unflushed part of the chunk: the device persisted some of its sectors and not others.
-        // Every record at or below the marker was flushed, and the flushed part of a chunk is
-        // a prefix of it, so a valid record at or below the marker after the bad one means the
-        // bad one was flushed: corruption. A process-mode segment has no marker: any valid
-        // record after a bad one is an error there.
-        let followed = b.followed_by.is_some_and(|ts| !seg.header.marked || ts <= marker);
+        // The flushed part of a chunk is a prefix of it, and only the last round's writes can
+        // be unflushed (a round flushes before the next one writes; a failed flush stops the
+        // log). So the bad record was flushed — corruption — when a valid record after it is
+        // at or below the marker (every such record was flushed), or when two markers follow
+        // it (the first one's round completed its flush before the second's round wrote). A
+        // process-mode segment has no marker: any valid record after a bad one is an error.
+        let followed = b.after.min_ts.is_some_and(|ts| !seg.header.marked || ts <= marker)
+            || (seg.header.marked && b.after.markers >= 2);
         if followed || below_marker {
             let reason = if below_marker {
                 format!("bad record at or below the durable marker {marker}: {}", b.reason)
@@ -535,13 +548,13 @@ fn scan_segment(
                 }
                 Err(NotRecord::End) => break,
                 Err(NotRecord::Bad { ts_field, reason }) => {
-                    let followed_by = valid_after(&chunk[pos..]);
+                    let after = valid_after(&chunk[pos..]);
                     out.bad.push(BadRecord {
                         seg: si,
                         offset: start + pos,
                         ts_field,
                         reason,
-                        followed_by,
+                        after,
                     });
                     break;
                 }
@@ -566,9 +579,9 @@ fn frontier(r: &format::RecordView<'_>) -> Option<Frontier> {
         .collect()
 }
 
-/// The smallest timestamp among the valid records that start at an 8-byte boundary after the
-/// first 24 bytes of `b` (the bytes from a bad record on); `None` when there is none.
-fn valid_after(b: &[u8]) -> Option<u64> {
+/// The valid records that start at an 8-byte boundary after the first 24 bytes of `b` (the
+/// bytes from a bad record on): their smallest timestamp and how many are markers.
+fn valid_after(b: &[u8]) -> After {
     valid_after_counting(b).0
 }
 
@@ -590,7 +603,7 @@ const VALID_AFTER_FULL_CHECKS_PER_BYTE: u64 = 4;
 /// candidates add up to more than [`VALID_AFTER_FULL_CHECKS_PER_BYTE`] times `b.len()` bytes,
 /// the answer is "followed by timestamp 0" — the conservative one: recovery then refuses the
 /// file with an error instead of dropping it as a torn tail.
-fn valid_after_counting(b: &[u8]) -> (Option<u64>, u64) {
+fn valid_after_counting(b: &[u8]) -> (After, u64) {
     use format::{RECORD_HEADER_BYTES, get_u32};
     let words = b.len() / 4;
     // prefix[k] = crc32c(b[..4k]).
@@ -604,7 +617,7 @@ fn valid_after_counting(b: &[u8]) -> (Option<u64>, u64) {
     let mut work = b.len() as u64;
     let mut full_budget = VALID_AFTER_FULL_CHECKS_PER_BYTE * b.len() as u64;
     let zeros = ZerosOperator::new();
-    let mut found: Option<u64> = None;
+    let mut found = After::default();
     for at in (24..b.len()).step_by(8) {
         let r = &b[at..];
         if r.len() < RECORD_HEADER_BYTES {
@@ -628,10 +641,11 @@ fn valid_after_counting(b: &[u8]) -> (Option<u64>, u64) {
         work += len as u64;
         match full_budget.checked_sub(len as u64) {
             Some(left) => full_budget = left,
-            None => return (Some(0), work),
+            None => return (After { min_ts: Some(0), ..found }, work),
         }
         if let Ok(v) = format::view_record(r) {
-            found = Some(found.map_or(v.ts, |f| f.min(v.ts)));
+            found.min_ts = Some(found.min_ts.map_or(v.ts, |f| f.min(v.ts)));
+            found.markers += u32::from(v.kind == KIND_MARKER);
         }
     }
     (found, work)
@@ -896,23 +910,23 @@ mod tests {
         for at in [24usize, 32, 48, 1000, 4000] {
             let mut b = vec![0xA5u8; 4096 + 64];
             b[at..at + 64].copy_from_slice(&record(64, 9));
-            assert_eq!(valid_after(&b), Some(9), "record at {at}");
+            assert_eq!(valid_after(&b).min_ts, Some(9), "record at {at}");
             // A second one: the smallest timestamp counts.
             b[at + 64..at + 128].copy_from_slice(&record(64, 5));
-            assert_eq!(valid_after(&b), Some(5), "records at {at}");
+            assert_eq!(valid_after(&b).min_ts, Some(5), "records at {at}");
             b[at + 64..at + 128].copy_from_slice(&record(64, 12));
-            assert_eq!(valid_after(&b), Some(9), "records at {at}");
+            assert_eq!(valid_after(&b), After { min_ts: Some(9), markers: 0 }, "records at {at}");
             // One bit off: no longer valid.
             b[at + 64 + 40] ^= 1;
             b[at + 40] ^= 1;
-            assert_eq!(valid_after(&b), None, "corrupted records at {at}");
+            assert_eq!(valid_after(&b), After::default(), "corrupted records at {at}");
         }
         // Before offset 24 does not count; zeros are the end of a chunk, never a record.
         let mut b = vec![0u8; 4096];
         b[..64].copy_from_slice(&record(64, 9));
-        assert_eq!(valid_after(&b), None);
-        assert_eq!(valid_after(&[]), None);
-        assert_eq!(valid_after(&[1u8; 30]), None);
+        assert_eq!(valid_after(&b), After::default());
+        assert_eq!(valid_after(&[]), After::default());
+        assert_eq!(valid_after(&[1u8; 30]), After::default());
     }
 
     /// Crafted input that made the old loop (checksum the rest of each candidate's claimed
@@ -930,7 +944,7 @@ mod tests {
         }
         let started = Instant::now();
         let (found, work) = valid_after_counting(&b);
-        assert_eq!(found, None);
+        assert_eq!(found, After::default());
         assert!(work <= 2 * n as u64, "{work} units of work for {n} bytes: not linear");
         assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
         // Every candidate's checksum matching (crafted the other way round) is bounded too.
@@ -946,7 +960,7 @@ mod tests {
             b[at..at + 4].copy_from_slice(&crc.to_le_bytes());
         }
         let (found, work) = valid_after_counting(&b);
-        assert_eq!(found, Some(0), "an exhausted budget answers \"followed by 0\"");
+        assert_eq!(found.min_ts, Some(0), "an exhausted budget answers \"followed by 0\"");
         assert!(work <= (2 + VALID_AFTER_FULL_CHECKS_PER_BYTE) * m as u64, "{work} for {m} bytes");
     }
 }
