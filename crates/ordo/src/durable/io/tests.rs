@@ -25,16 +25,6 @@ impl Rng {
     }
 }
 
-fn seed() -> u64 {
-    let seed = std::env::var("ORDO_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
-    eprintln!("seed {seed} (ORDO_SEED={seed} replays it)");
-    seed
-}
-
 fn os_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "ordo-io-{}-{name}-{:x}",
@@ -136,7 +126,8 @@ fn step(rng: &mut Rng, stores: &[(&dyn Storage, &Path)], model: &mut BTreeMap<St
 
 #[test]
 fn mem_storage_matches_a_model_and_the_os() {
-    let seed = seed();
+    let run = ordo_seed::Seed::new("mem_storage_matches_a_model_and_the_os");
+    let seed = run.value();
     let mut rng = Rng(seed);
     let mem = MemStorage::new();
     let mem_dir = Path::new("/model");
@@ -327,7 +318,8 @@ fn fault_history_then(
 
 #[test]
 fn power_loss_over_memory_leaves_what_it_leaves_over_real_files() {
-    let seed = seed();
+    let run = ordo_seed::Seed::new("power_loss_over_memory_leaves_what_it_leaves_over_real_files");
+    let seed = run.value();
     let (mut undone, mut files_left) = (0, 0);
     for round in 0..20 {
         let (s, keep) = (seed.wrapping_add(round), if round % 2 == 0 { 0 } else { seed ^ round });
