@@ -4,13 +4,14 @@
 #     commits bank transfers, is SIGKILLed at a random moment, the directory is recovered and
 #     every acknowledged transfer checked;
 #   * the power-loss loop (crates/ordo/tests/durable/durable_power.rs) in sync mode (nothing
-#     acknowledged may be lost, with the device keeping any subset of unsynced writes) and in
-#     process mode (a consistent prefix: the bank total holds, nothing beyond an ack + 1).
+#     acknowledged may be lost, with the device keeping any subset of unsynced writes, or
+#     tearing them at sector granularity) and in process mode (a consistent prefix: the bank
+#     total holds, nothing beyond an ack + 1).
 # The test binaries take the trial count from ORDO_TRIALS and print one `soak ...` line each;
 # ORDO_SEED, if set, replays a run's random choices (see README, "Reproducing a randomized
 # failure"). Ends with `N passed, F failed` and the acknowledged transactions checked.
 #
-# --parallel runs the four loops at once (each trial mostly sleeps while its child commits, so
+# --parallel runs the five loops at once (each trial mostly sleeps while its child commits, so
 # on two cores this takes about a third of the time; the loops share no files).
 #
 # usage: scripts/soak.sh [--trials N] [--parallel]       (default 10000, one loop at a time)
@@ -46,6 +47,7 @@ loops=(
   "kill -9, process mode|--test durable_crash -- --exact sigkill_process_mode"
   "kill -9, sync mode|--test durable_crash -- --exact sigkill_sync_mode"
   "power loss, sync mode|--test durable -- --exact durable_power::sync_mode_survives_devices_that_wrote_some_unsynced_data --nocapture"
+  "power loss, torn, sync|--test durable -- --exact durable_power::sync_mode_survives_torn_unsynced_writes --nocapture"
   "power loss, process mode|--test durable -- --exact durable_power::process_mode_documents_power_loss --nocapture"
 )
 # Runs loop $1 ("name|args"), writing its output to $2 and "rc seconds" to $2.rc.

@@ -34,6 +34,10 @@ pub struct LoopbackOptions {
     pub network_threads: usize,
     /// Durable members: each node logs what it backs up under `dir/node-<id>` in this mode.
     pub durability: Option<(PathBuf, ordo::durable::Mode)>,
+    /// The storage the durable members' files live on (`None`: real files). An
+    /// [`ordo::durable::io::MemStorage`] keeps them in memory (tests of logic); open a
+    /// member's directory again on a clone of it to find what a restarted node would.
+    pub durable_storage: Option<Arc<dyn ordo::durable::io::Storage>>,
 }
 
 impl LoopbackOptions {
@@ -50,6 +54,7 @@ impl LoopbackOptions {
             sync_rate_per_s: 2_000,
             network_threads: 1,
             durability: None,
+            durable_storage: None,
         }
     }
 }
@@ -152,8 +157,12 @@ impl Loopback {
                 .unwrap_or_else(|| Arc::new(ordo_clock::SystemClock::new()));
             let mut engine = opts.engine.clone();
             if let Some((dir, mode)) = &opts.durability {
-                engine.durability =
-                    Some(ordo::durable::DurableConfig::new(dir.join(format!("node-{id}")), *mode));
+                let mut d =
+                    ordo::durable::DurableConfig::new(dir.join(format!("node-{id}")), *mode);
+                if let Some(storage) = &opts.durable_storage {
+                    d = d.with_storage(storage.clone());
+                }
+                engine.durability = Some(d);
             }
             let node = Node::start_with(f, ConfigSource::Static(config.clone()), clock, engine)
                 .map_err(|source| LoopbackError::Node { id, source })?;

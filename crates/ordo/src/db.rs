@@ -298,13 +298,18 @@ impl<C: Clock> Ordo<C> {
         let Some(d) = &config.durability else {
             return Err(Error::Config("open_durable needs config.durability".into()));
         };
-        let (ts, scanned) =
-            match crate::durable::prescan(&*d.storage, &d.dir, d.replay_threads.max(1), true, true)
-            {
-                Ok(scan) => (scan.report().recovered_ts, Some(scan)),
-                Err(crate::durable::DurableError::NoDatabase { .. }) => (0, None),
-                Err(e) => return Err(e.into()),
-            };
+        let (ts, scanned) = match crate::durable::prescan(
+            &*d.storage,
+            &d.dir,
+            d.replay_threads.max(1),
+            d.segment_bytes_max,
+            true,
+            true,
+        ) {
+            Ok(scan) => (scan.report().recovered_ts, Some(scan)),
+            Err(crate::durable::DurableError::NoDatabase { .. }) => (0, None),
+            Err(e) => return Err(e.into()),
+        };
         Self::with_clock_scanned(config, make_clock(ordo_clock::Timestamp::from_nanos(ts)), scanned)
     }
 

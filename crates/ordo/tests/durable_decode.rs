@@ -794,3 +794,81 @@ fn inspect_reads_the_unmutated_templates() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// A sparse segment file many GiB long — its header resealed to claim that many chunks, or
+/// left as it was — is refused before it is mapped: `BadFile` naming the file, for `inspect`
+/// (the default maximum) and for an open (its configured `segment_bytes_max`). Before the
+/// bound, the scan mapped the 8 GiB whole and walked its half a million chunks.
+#[test]
+fn a_sparse_huge_segment_is_refused_before_it_is_mapped() {
+    let _one = serialized();
+    let t = template(Mode::Sync);
+    let huge: u64 = 8 << 30;
+    for reseal in [true, false] {
+        let dir = temp_dir(&format!("huge-{reseal}"));
+        let unchanged = DirChange::Mutate { file: 0, record: None, ms: Vec::new(), reseal: false };
+        materialize(t, &dir, &unchanged);
+        let (name, _) = t.files.iter().find(|(n, _)| n.ends_with(".seg")).unwrap();
+        let path = dir.join(name);
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        if reseal {
+            let mut head = vec![0u8; 36];
+            std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0).unwrap();
+            let h = SegmentHeader::decode(&path, &head).unwrap();
+            let chunks = ((huge - SEGMENT_HEADER_BYTES) / h.chunk_bytes as u64) as u32;
+            let h = SegmentHeader { chunks, ..h };
+            assert!(h.file_bytes() > ordo::durable::SEGMENT_BYTES_MAX_DEFAULT);
+            std::os::unix::fs::FileExt::write_all_at(&f, &h.encode(), 0).unwrap();
+            f.set_len(h.file_bytes()).unwrap();
+        } else {
+            f.set_len(huge).unwrap();
+        }
+        drop(f);
+        let started = std::time::Instant::now();
+        let (r, largest) = measured(|| ordo::durable::inspect(&RealStorage, &dir));
+        match r {
+            Err(DurableError::BadFile { path: p, reason, .. }) => {
+                assert_eq!(p, path, "{reason}");
+                assert!(reason.contains("maximum segment size"), "{reason}");
+            }
+            other => panic!("reseal {reseal}: a {huge}-byte segment was accepted: {other:?}"),
+        }
+        assert!(largest < 1 << 20, "allocated {largest} bytes");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // An open refuses it with its own maximum as well (here a smaller one).
+        let mut d = DurableConfig::new(&dir, Mode::Sync);
+        d.chunk_bytes = 16 << 10;
+        d.chunks_per_segment = 2;
+        d.segment_bytes_max = 1 << 20;
+        let cfg = Config {
+            heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 4 },
+            durability: Some(d),
+            ..Config::default()
+        };
+        match Ordo::open_durable(cfg, LogicalClock::starting_at) {
+            Err(ordo::Error::Durable(e)) => match &*e {
+                DurableError::BadFile { path: p, reason, .. } => assert_eq!(p, &path, "{reason}"),
+                e => panic!("reseal {reseal}: unexpected error {e}"),
+            },
+            Err(e) => panic!("reseal {reseal}: unexpected error {e}"),
+            Ok(_) => panic!("reseal {reseal}: opened over a {huge}-byte segment"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn segments_longer_than_their_maximum_are_a_configuration_error() {
+    let dir = temp_dir("segment-max-config");
+    let mut d = DurableConfig::new(&dir, Mode::Sync);
+    d.segment_bytes_max = d.chunk_bytes as u64 * d.chunks_per_segment as u64; // no room for the header
+    let cfg = Config { durability: Some(d), ..Config::default() };
+    match Ordo::open_durable(cfg, LogicalClock::starting_at) {
+        Err(ordo::Error::Config(reason)) => {
+            assert!(reason.contains("segment_bytes_max"), "{reason}")
+        }
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("opened with segments longer than segment_bytes_max"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -98,6 +98,8 @@ impl Mode {
 pub const CHUNK_BYTES_DEFAULT: u32 = 1 << 20;
 /// Chunks per segment file, by default.
 pub const CHUNKS_PER_SEGMENT_DEFAULT: u32 = 16;
+/// The longest segment file an open (and [`inspect`], [`recover`]) accepts, by default: 4 GiB.
+pub const SEGMENT_BYTES_MAX_DEFAULT: u64 = 1 << 32;
 
 /// Microseconds a group-commit leader may wait for followers, by default (at most half the
 /// last flush in any case).
@@ -123,6 +125,12 @@ pub struct DurableConfig {
     pub chunk_bytes: u32,
     /// Chunks per preallocated segment file.
     pub chunks_per_segment: u32,
+    /// The longest segment file accepted: a segment of `4096 + chunk_bytes *
+    /// chunks_per_segment` bytes must fit, and at open a segment file longer than this is
+    /// refused ([`DurableError::BadFile`] naming it) before it is mapped — a sparse file set
+    /// to many GiB would otherwise be mapped and scanned whole. [`inspect`] and [`recover`]
+    /// use [`SEGMENT_BYTES_MAX_DEFAULT`].
+    pub segment_bytes_max: u64,
     /// Process mode: start writeback of every transaction record after its commit installed
     /// (SPHT Alg. 5's flush after commit; a `sync_file_range` hint, never waited for). Off by
     /// default: `ordo bench durable --modes process,process+flush` measures both. Sync mode
@@ -165,6 +173,7 @@ impl PartialEq for DurableConfig {
             && self.mode == o.mode
             && self.chunk_bytes == o.chunk_bytes
             && self.chunks_per_segment == o.chunks_per_segment
+            && self.segment_bytes_max == o.segment_bytes_max
             && self.flush_after_commit == o.flush_after_commit
             && self.group_wait_us == o.group_wait_us
             && self.checkpoint_interval_ms == o.checkpoint_interval_ms
@@ -185,6 +194,7 @@ impl DurableConfig {
             mode,
             chunk_bytes: CHUNK_BYTES_DEFAULT,
             chunks_per_segment: CHUNKS_PER_SEGMENT_DEFAULT,
+            segment_bytes_max: SEGMENT_BYTES_MAX_DEFAULT,
             flush_after_commit: false,
             group_wait_us: GROUP_WAIT_US_DEFAULT,
             checkpoint_interval_ms: CHECKPOINT_INTERVAL_MS_DEFAULT,
@@ -237,6 +247,15 @@ impl DurableConfig {
         }
         if self.chunks_per_segment == 0 {
             return Err(Error::Config("durability chunks_per_segment must be at least 1".into()));
+        }
+        let segment_bytes =
+            format::SEGMENT_HEADER_BYTES + self.chunk_bytes as u64 * self.chunks_per_segment as u64;
+        if segment_bytes > self.segment_bytes_max {
+            return Err(Error::Config(format!(
+                "durability segments of {segment_bytes} bytes ({} chunks of {} bytes and the \
+                 header) exceed segment_bytes_max = {}",
+                self.chunks_per_segment, self.chunk_bytes, self.segment_bytes_max
+            )));
         }
         Ok(())
     }
@@ -357,7 +376,10 @@ pub(crate) fn open(
     }
     let scan = match scanned {
         Some(scan) => scan,
-        None => recovery::scan(&*storage, dir, config.replay_threads, true).map_err(wrap)?,
+        None => {
+            recovery::scan(&*storage, dir, config.replay_threads, config.segment_bytes_max, true)
+                .map_err(wrap)?
+        }
     };
     if scan.manifest.region_bytes != region_bytes as u64 {
         return Err(wrap(DurableError::RegionSize {
@@ -426,7 +448,7 @@ pub(crate) fn open(
 /// being written.
 pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok(prescan(storage, dir, threads, false, false)?.report())
+    Ok(prescan(storage, dir, threads, SEGMENT_BYTES_MAX_DEFAULT, false, false)?.report())
 }
 
 /// Recovers `dir` without opening a database: replays the log records with `C < wts <= D`
@@ -437,7 +459,7 @@ pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, Dura
 /// before the first write, so a directory that fails is left as it was.
 pub fn recover(storage: &dyn Storage, dir: &Path) -> Result<RecoveryReport, DurableError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let scan = prescan(storage, dir, threads, true, true)?;
+    let scan = prescan(storage, dir, threads, SEGMENT_BYTES_MAX_DEFAULT, true, true)?;
     // Held until the files are replayed: no open may map them meanwhile.
     let (report, _next_seq) = recovery::apply(storage, dir, scan)?;
     Ok(report)
@@ -475,12 +497,13 @@ fn lock_dir(
     }
 }
 
-/// The scan of `dir` on `threads` threads (`replay`: gathering what replay needs), or
-/// [`DurableError::NoDatabase`].
+/// The scan of `dir` on `threads` threads (`replay`: gathering what replay needs; segment
+/// files longer than `segment_bytes_max` refused), or [`DurableError::NoDatabase`].
 pub(crate) fn prescan(
     storage: &dyn Storage,
     dir: &Path,
     threads: usize,
+    segment_bytes_max: u64,
     replay: bool,
     exclusive: bool,
 ) -> Result<recovery::Scan, DurableError> {
@@ -497,7 +520,7 @@ pub(crate) fn prescan(
     if !names.iter().any(|n| n == format::MANIFEST) {
         return Err(DurableError::NoDatabase { dir: dir.to_path_buf() });
     }
-    let mut scan = recovery::scan(storage, dir, threads, replay)?;
+    let mut scan = recovery::scan(storage, dir, threads, segment_bytes_max, replay)?;
     scan.lock = lock;
     Ok(scan)
 }

@@ -6,10 +6,16 @@
 //! segment whose frontier holds (every chunk it names has a valid prefix reaching the named
 //! end, or its segment was deleted by a checkpoint; see the module docs of `log::round`);
 //! records of process-mode segments count whole (their page cache survived). A bad
-//! record is a **torn tail** (dropped, reported) when nothing valid follows it in its chunk and,
-//! in a sync-mode segment, its timestamp field is above D; otherwise it is an error naming the
-//! file and offset: every record at or below D was flushed before D was, so a bad one there is
-//! corruption, never a crash artefact. A segment shorter than its header says is an error too.
+//! record is a **torn tail** (dropped, reported) when, in a sync-mode segment, its timestamp
+//! field is above D (or 0: the sector holding it was never written) and every valid record
+//! after it in its chunk is above D too, at most one of them a marker — the device may
+//! persist an unflushed write's sectors in any order, so a torn record can have intact
+//! neighbours after it, but only from the last round, which alone can be unflushed; in a
+//! process-mode segment, when nothing valid follows it. Otherwise it is an error
+//! naming the file and offset: every record at or below D was flushed before D was, and the
+//! flushed part of a chunk is a prefix of it, so a bad one there is corruption, never a crash
+//! artefact. A segment shorter than its header says, or longer than the maximum segment size,
+//! is an error too.
 //!
 //! The scan maps every segment read-only (no copy of the log on real files; see
 //! [`StorageFile::map_read`]) and checks the
@@ -153,8 +159,18 @@ struct BadRecord {
     offset: usize,
     ts_field: u64,
     reason: &'static str,
-    /// A valid record follows it in its chunk (so it is not a torn tail).
-    followed: bool,
+    /// The valid records that follow it in its chunk: see [`valid_after`] and the rule in
+    /// [`scan`].
+    after: After,
+}
+
+/// What [`valid_after`] found after a bad record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct After {
+    /// The smallest timestamp among the valid records (`None`: there is none).
+    min_ts: Option<u64>,
+    /// How many of them are markers.
+    markers: u32,
 }
 
 /// An entry of a valid transaction record, as the scan found it: replay filters these without
@@ -254,11 +270,13 @@ fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync
 
 /// Reads and checks a directory on up to `threads` threads; changes nothing. See the module
 /// docs.
-/// `replay`: also gather every entry for [`apply`], split by replay thread.
+/// `replay`: also gather every entry for [`apply`], split by replay thread. A segment file
+/// longer than `segment_bytes_max` is refused before it is mapped.
 pub(crate) fn scan(
     storage: &dyn Storage,
     dir: &Path,
     threads: usize,
+    segment_bytes_max: u64,
     replay: bool,
 ) -> Result<Scan, DurableError> {
     let started = Instant::now();
@@ -291,6 +309,19 @@ pub(crate) fn scan(
         let path = format::segment_file(dir, seq);
         let f = storage.open(&path, false).map_err(io("open", &path))?;
         let len = f.len_bytes().map_err(io("stat", &path))?;
+        if len > segment_bytes_max {
+            // Never mapped: a sparse file set to many GiB costs nothing on disk, but mapping
+            // and scanning it whole would (address space, a page fault per chunk, a few words
+            // per chunk). Every segment this configuration writes fits.
+            return Err(DurableError::BadFile {
+                path,
+                offset: segment_bytes_max,
+                reason: format!(
+                    "segment of {len} bytes is longer than the maximum segment size \
+                     ({segment_bytes_max} bytes, `segment_bytes_max`)"
+                ),
+            });
+        }
         let mut head = vec![0u8; SEGMENT_HEADER_BYTES.min(len) as usize];
         f.read_at(&mut head, 0).map_err(io("read", &path))?;
         let header = SegmentHeader::decode(&path, &head)?;
@@ -384,12 +415,36 @@ pub(crate) fn scan(
     let d = marker.max(process_max);
     for b in bad {
         let seg = &segs[b.seg];
-        let below_marker = seg.header.marked && b.ts_field <= marker;
-        if b.followed || below_marker {
+        // A zero timestamp field is a header the device wrote only in part: the sector
+        // holding the word still has the zeros the segment was created with (no record has
+        // timestamp 0), so it says nothing about where the record stood.
+        let below_marker = seg.header.marked && b.ts_field != 0 && b.ts_field <= marker;
+        // A valid record after a bad one is a torn tail's neighbour when both lie in the
+        // unflushed part of the chunk: the device persisted some of its sectors and not others.
+        // The flushed part of a chunk is a prefix of it, and only the last round's writes can
+        // be unflushed (a round flushes before the next one writes; a failed flush stops the
+        // log). So the bad record was flushed — corruption — when a valid record after it is
+        // at or below the marker (every such record was flushed), or when two markers follow
+        // it (the first one's round completed its flush before the second's round wrote). A
+        // process-mode segment has no marker: any valid record after a bad one is an error.
+        let followed = b.after.min_ts.is_some_and(|ts| !seg.header.marked || ts <= marker)
+            || (seg.header.marked && b.after.markers >= 2);
+        if followed || below_marker {
+            let reason = if below_marker {
+                format!("bad record at or below the durable marker {marker}: {}", b.reason)
+            } else if seg.header.marked {
+                format!(
+                    "bad record followed by a valid record at or below the durable marker \
+                     {marker}: {}",
+                    b.reason
+                )
+            } else {
+                format!("bad record followed by a valid record: {}", b.reason)
+            };
             return Err(DurableError::BadFile {
                 path: seg.path.clone(),
                 offset: b.offset as u64,
-                reason: format!("bad record at or below the durable marker {marker}: {}", b.reason),
+                reason,
             });
         }
         report.torn.push(TornTail {
@@ -493,13 +548,13 @@ fn scan_segment(
                 }
                 Err(NotRecord::End) => break,
                 Err(NotRecord::Bad { ts_field, reason }) => {
-                    let followed = valid_after(&chunk[pos..]);
+                    let after = valid_after(&chunk[pos..]);
                     out.bad.push(BadRecord {
                         seg: si,
                         offset: start + pos,
                         ts_field,
                         reason,
-                        followed,
+                        after,
                     });
                     break;
                 }
@@ -524,9 +579,129 @@ fn frontier(r: &format::RecordView<'_>) -> Option<Frontier> {
         .collect()
 }
 
-/// Whether some valid record starts at an 8-byte boundary after the first 24 bytes of `b`.
-fn valid_after(b: &[u8]) -> bool {
-    (24..b.len()).step_by(8).any(|at| format::view_record(&b[at..]).is_ok())
+/// The valid records that start at an 8-byte boundary after the first 24 bytes of `b` (the
+/// bytes from a bad record on): their smallest timestamp and how many are markers.
+fn valid_after(b: &[u8]) -> After {
+    valid_after_counting(b).0
+}
+
+/// Bytes [`valid_after`] may hand to [`format::view_record`] whole (each a candidate whose
+/// checksum already matched) per byte of its input, before it gives up and answers "followed
+/// by timestamp 0".
+const VALID_AFTER_FULL_CHECKS_PER_BYTE: u64 = 4;
+
+/// [`valid_after`], and the work it did: bytes checksummed or checked, plus one per candidate
+/// position (tests bound it).
+///
+/// Linear in `b.len()`: checking every candidate by checksumming the rest of its claimed
+/// length, as a plain loop over [`format::view_record`] would, is quadratic on crafted input
+/// (every 8-byte word a header claiming a record to the end of the chunk). Instead one pass
+/// computes the crc32c of every 4-byte prefix of `b`; the checksum of a candidate's bytes
+/// `b[s..e]` is then `crc(b[..e]) ^ shift(crc(b[..s]), e - s)` (crc32c is linear: `shift`
+/// appends `e - s` zero bytes to a CRC state, `O(log(e - s))` multiplications in GF(2)).
+/// Only a candidate whose checksum matches is decoded whole; if crafted input makes such
+/// candidates add up to more than [`VALID_AFTER_FULL_CHECKS_PER_BYTE`] times `b.len()` bytes,
+/// the answer is "followed by timestamp 0" — the conservative one: recovery then refuses the
+/// file with an error instead of dropping it as a torn tail.
+fn valid_after_counting(b: &[u8]) -> (After, u64) {
+    use format::{RECORD_HEADER_BYTES, get_u32};
+    let words = b.len() / 4;
+    // prefix[k] = crc32c(b[..4k]).
+    let mut prefix = Vec::with_capacity(words + 1);
+    let mut crc = 0u32;
+    prefix.push(crc);
+    for w in b[..words * 4].chunks_exact(4) {
+        crc = crc32c::crc32c_append(crc, w);
+        prefix.push(crc);
+    }
+    let mut work = b.len() as u64;
+    let mut full_budget = VALID_AFTER_FULL_CHECKS_PER_BYTE * b.len() as u64;
+    let zeros = ZerosOperator::new();
+    let mut found = After::default();
+    for at in (24..b.len()).step_by(8) {
+        let r = &b[at..];
+        if r.len() < RECORD_HEADER_BYTES {
+            break;
+        }
+        work += 1;
+        let len = get_u32(r, 4) as usize;
+        if (len == 0 && get_u32(r, 0) == 0)
+            || len < RECORD_HEADER_BYTES
+            || len % 8 != 0
+            || len > r.len()
+        {
+            continue; // `view_record` refuses it without a checksum
+        }
+        // The checksum covers b[at + 4..at + len]; `at` and `len` are multiples of 8.
+        let (s, e) = (at + 4, at + len);
+        let sum = prefix[e / 4] ^ zeros.shift(prefix[s / 4], (e - s) as u64);
+        if sum != get_u32(r, 0) {
+            continue;
+        }
+        work += len as u64;
+        match full_budget.checked_sub(len as u64) {
+            Some(left) => full_budget = left,
+            None => return (After { min_ts: Some(0), ..found }, work),
+        }
+        if let Ok(v) = format::view_record(r) {
+            found.min_ts = Some(found.min_ts.map_or(v.ts, |f| f.min(v.ts)));
+            found.markers += u32::from(v.kind == KIND_MARKER);
+        }
+    }
+    (found, work)
+}
+
+/// Appending zero bytes to a crc32c state: multiplication by `x^(8n)` modulo the (reflected)
+/// Castagnoli polynomial, as zlib's `crc32_combine` does.
+struct ZerosOperator {
+    /// `x^(2^k)` mod P, for k in 0..67 (`shift` of a `u64` count of bytes reaches k = 66).
+    x2n: [u32; 67],
+}
+
+impl ZerosOperator {
+    /// The reflected CRC-32C polynomial.
+    const POLY: u32 = 0x82F6_3B78;
+
+    fn new() -> Self {
+        let mut x2n = [0u32; 67];
+        let mut p = 1u32 << 30; // x^1
+        for slot in &mut x2n {
+            *slot = p;
+            p = Self::mult(p, p);
+        }
+        ZerosOperator { x2n }
+    }
+
+    /// `a * b` modulo P (reflected: bit 31 is x^0).
+    fn mult(a: u32, mut b: u32) -> u32 {
+        let mut p = 0u32;
+        let mut m = 1u32 << 31;
+        while m != 0 {
+            if a & m != 0 {
+                p ^= b;
+            }
+            m >>= 1;
+            b = if b & 1 != 0 { (b >> 1) ^ Self::POLY } else { b >> 1 };
+        }
+        p
+    }
+
+    /// The crc32c state `crc` after `n` more zero bytes: `crc32c(a ++ [0; n])` from
+    /// `crc32c(a)` equals `shift(crc32c(a), n) ^ crc32c([0; n])`; here only the first term,
+    /// so that `crc32c(a ++ b) == shift(crc32c(a), b.len()) ^ crc32c(b)`.
+    fn shift(&self, crc: u32, n: u64) -> u32 {
+        // x^(8n) mod P, by the bits of n (x^(8 * 2^i) = x2n[i + 3]).
+        let mut op = 1u32 << 31; // x^0
+        let (mut n, mut k) = (n, 3usize);
+        while n != 0 {
+            if n & 1 != 0 {
+                op = Self::mult(self.x2n[k], op);
+            }
+            n >>= 1;
+            k += 1;
+        }
+        Self::mult(op, crc)
+    }
 }
 
 fn check_entries(
@@ -698,4 +873,94 @@ pub(crate) fn write_images(
         i = j;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeros_operator_matches_crc32c_combine_and_ranges() {
+        let z = ZerosOperator::new();
+        let b: Vec<u8> =
+            (0..5000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for &(s, e) in &[(0, 0), (0, 8), (4, 100), (12, 4096), (300, 5000), (4996, 5000)] {
+            let (a, rest) = (crc32c::crc32c(&b[..s]), crc32c::crc32c(&b[..e]));
+            assert_eq!(z.shift(a, (e - s) as u64), crc32c::crc32c_combine(a, 0, e - s));
+            assert_eq!(rest ^ z.shift(a, (e - s) as u64), crc32c::crc32c(&b[s..e]), "{s}..{e}");
+        }
+    }
+
+    /// A record of `len` bytes (a transaction with one entry), encoded by hand.
+    fn record(len: usize, ts: u64) -> Vec<u8> {
+        let mut r = vec![0u8; len];
+        r[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        r[8..12].copy_from_slice(&format::KIND_TX.to_le_bytes());
+        r[12..16].copy_from_slice(&1u32.to_le_bytes());
+        r[16..24].copy_from_slice(&ts.to_le_bytes());
+        r[32..36].copy_from_slice(&((len - 40) as u32).to_le_bytes());
+        let crc = crc32c::crc32c(&r[4..]);
+        r[..4].copy_from_slice(&crc.to_le_bytes());
+        assert!(format::view_record(&r).is_ok());
+        r
+    }
+
+    #[test]
+    fn valid_after_finds_a_record_at_any_aligned_offset_and_nothing_in_garbage() {
+        for at in [24usize, 32, 48, 1000, 4000] {
+            let mut b = vec![0xA5u8; 4096 + 64];
+            b[at..at + 64].copy_from_slice(&record(64, 9));
+            assert_eq!(valid_after(&b).min_ts, Some(9), "record at {at}");
+            // A second one: the smallest timestamp counts.
+            b[at + 64..at + 128].copy_from_slice(&record(64, 5));
+            assert_eq!(valid_after(&b).min_ts, Some(5), "records at {at}");
+            b[at + 64..at + 128].copy_from_slice(&record(64, 12));
+            assert_eq!(valid_after(&b), After { min_ts: Some(9), markers: 0 }, "records at {at}");
+            // One bit off: no longer valid.
+            b[at + 64 + 40] ^= 1;
+            b[at + 40] ^= 1;
+            assert_eq!(valid_after(&b), After::default(), "corrupted records at {at}");
+        }
+        // Before offset 24 does not count; zeros are the end of a chunk, never a record.
+        let mut b = vec![0u8; 4096];
+        b[..64].copy_from_slice(&record(64, 9));
+        assert_eq!(valid_after(&b), After::default());
+        assert_eq!(valid_after(&[]), After::default());
+        assert_eq!(valid_after(&[1u8; 30]), After::default());
+    }
+
+    /// Crafted input that made the old loop (checksum the rest of each candidate's claimed
+    /// length) quadratic: every 8-byte word claims a record reaching the end of the input.
+    /// 1 MiB of it cost that loop ~2^36 bytes of crc32c; the linear scan does a few bytes of
+    /// work per byte.
+    #[test]
+    fn valid_after_is_linear_on_records_claiming_the_whole_chunk() {
+        let n = 1usize << 20;
+        let mut b = vec![0u8; n];
+        for at in (0..n).step_by(8) {
+            let len = (n - at) as u32 & !7;
+            b[at..at + 4].copy_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
+            b[at + 4..at + 8].copy_from_slice(&len.to_le_bytes());
+        }
+        let started = Instant::now();
+        let (found, work) = valid_after_counting(&b);
+        assert_eq!(found, After::default());
+        assert!(work <= 2 * n as u64, "{work} units of work for {n} bytes: not linear");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+        // Every candidate's checksum matching (crafted the other way round) is bounded too.
+        let mut b = vec![0u8; 1 << 14];
+        let m = b.len();
+        // Headers every 16 bytes (a header's kind and count words are the next 8-byte
+        // position's checksum and length: count 0 makes that one no candidate).
+        for at in (0..m).step_by(16).rev() {
+            let len = (m - at) as u32;
+            b[at + 4..at + 8].copy_from_slice(&len.to_le_bytes());
+            b[at + 8..at + 12].copy_from_slice(&7u32.to_le_bytes()); // an unknown kind
+            let crc = crc32c::crc32c(&b[at + 4..]);
+            b[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+        let (found, work) = valid_after_counting(&b);
+        assert_eq!(found.min_ts, Some(0), "an exhausted budget answers \"followed by 0\"");
+        assert!(work <= (2 + VALID_AFTER_FULL_CHECKS_PER_BYTE) * m as u64, "{work} for {m} bytes");
+    }
 }

@@ -137,11 +137,14 @@ fn the_checkpointer_skips_a_transaction_with_missing_parts() {
     crash_between_parts(true);
 }
 
-/// Sync mode, power loss with random unsynced writes kept: an acknowledged large transaction
-/// survives whole; one that did not wait is all there or not at all.
+/// Sync mode, power loss with random unsynced writes kept (trials 1 to 6) or torn at sector
+/// granularity (7 to 12), drawn from the test's `ordo_seed` seed: an acknowledged large
+/// transaction survives whole; one that did not wait is all there or not at all.
 #[test]
 fn large_transactions_survive_power_loss_whole() {
-    for seed in 1..=6u64 {
+    let run = ordo_seed::Seed::new("large_transactions_survive_power_loss_whole");
+    for trial in 1..=12u64 {
+        let seed = run.derive(trial) | 1;
         let dir = temp_dir("large-power");
         let objs = {
             let db = open(cfg(&dir, Mode::Sync, None)).unwrap();
@@ -153,12 +156,16 @@ fn large_transactions_survive_power_loss_whole() {
         let no_wait = Options { wait_durable: false, ..Options::default() };
         write_all(&db, &objs[..OBJECTS / 2], 3, no_wait).unwrap();
         // Another committer's round writes the staged parts (and may or may not finish).
-        if seed % 2 == 0 {
+        if trial % 2 == 0 {
             write_all(&db, &objs[OBJECTS - 1..], 4, Options::default()).unwrap();
         }
         fs.freeze();
         drop(db);
-        fs.power_loss_keeping(seed).unwrap();
+        if trial <= 6 {
+            fs.power_loss_keeping(seed).unwrap();
+        } else {
+            fs.power_loss_torn(seed).unwrap();
+        }
         let db = open(cfg(&dir, Mode::Sync, None)).unwrap();
         let got = firsts(&db, &objs);
         drop(db);
@@ -173,7 +180,7 @@ fn large_transactions_survive_power_loss_whole() {
             got[half..OBJECTS - 1].iter().all(|&v| v == 2),
             "seed {seed}: lost an ack: {got:?}"
         );
-        if seed % 2 == 0 {
+        if trial % 2 == 0 {
             assert_eq!(got[OBJECTS - 1], 4, "seed {seed}: lost an ack");
             assert!(first_half.iter().all(|&v| v == 3), "seed {seed}: its round covered it");
         }

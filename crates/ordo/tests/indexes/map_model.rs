@@ -1,6 +1,7 @@
 //! The map against a `BTreeMap` model, single-threaded: random inserts, removes, gets, `len`
 //! and iteration across many transactions — some committed, some aborted or dropped, which must
 //! leave no trace — through growth by splits, deep directories, overflow chains, and emptying.
+//! Each test takes its seed from `ordo_seed` (printed as `ORDO_SEED=<n>`; set it to replay).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use crate::common::End;
@@ -61,8 +62,10 @@ fn run_model(
 
 #[test]
 fn model_grows_from_one_bucket() {
+    let seed = ordo_seed::Seed::new("model_grows_from_one_bucket");
     for versions in [Versions::Single, Versions::Multi] {
-        let shape = run_model(versions, MapOptions::default(), 0, 1200, 600, 65, 1);
+        let stream = seed.derive(versions as u64);
+        let shape = run_model(versions, MapOptions::default(), 0, 1200, 600, 65, stream);
         assert!(shape.buckets > 64, "{shape:?}");
         assert!(shape.level_max >= 1, "grew below the root: {shape:?}");
         assert!(shape.records > 0, "{shape:?}");
@@ -71,26 +74,29 @@ fn model_grows_from_one_bucket() {
 
 #[test]
 fn model_with_a_presized_directory() {
-    let shape = run_model(Versions::Single, MapOptions::default(), 5_000, 400, 300, 60, 2);
+    let seed = ordo_seed::Seed::new("model_with_a_presized_directory");
+    let shape =
+        run_model(Versions::Single, MapOptions::default(), 5_000, 400, 300, 60, seed.derive(2));
     assert_eq!(shape.buckets, 1024, "{shape:?}");
     assert_eq!(shape.nodes, 1 + 64, "{shape:?}");
 }
 
 #[test]
 fn model_with_overflow_chains() {
+    let seed = ordo_seed::Seed::new("model_with_overflow_chains");
     // Two hash bits: four chains of many buckets each.
     let options = MapOptions { depth_bits_max: 2, ..MapOptions::default() };
-    let shape = run_model(Versions::Single, options, 0, 300, 500, 60, 3);
+    let shape = run_model(Versions::Single, options, 0, 300, 500, 60, seed.derive(3));
     assert_eq!(shape.buckets, 4, "{shape:?}");
     assert!(shape.overflow_buckets > 4, "{shape:?}");
     // No split at all: one chain.
     let options = MapOptions { depth_bits_max: 0, ..MapOptions::default() };
-    let shape = run_model(Versions::Single, options, 0, 150, 300, 55, 4);
+    let shape = run_model(Versions::Single, options, 0, 150, 300, 55, seed.derive(4));
     assert_eq!(shape.buckets, 1, "{shape:?}");
     assert!(shape.overflow_buckets > 1, "{shape:?}");
     // Chains below the root (a limit that is not a multiple of six).
     let options = MapOptions { depth_bits_max: 7, seed: 99 };
-    let shape = run_model(Versions::Multi, options, 0, 2000, 400, 75, 5);
+    let shape = run_model(Versions::Multi, options, 0, 2000, 400, 75, seed.derive(5));
     assert_eq!(shape.level_max, 1, "{shape:?}");
     assert!(shape.overflow_buckets > 0, "{shape:?}");
 }
@@ -101,7 +107,8 @@ fn model_fills_and_empties() {
     let db = db(Versions::Single);
     let map = db.run(|tx| HashMap::create(tx, 0)).unwrap();
     let mut model = Model::new();
-    let mut rng = SmallRng::seed_from_u64(6);
+    let seed = ordo_seed::Seed::new("model_fills_and_empties");
+    let mut rng = SmallRng::seed_from_u64(seed.derive(6));
     for phase_insert_pct in [90, 10, 90, 0] {
         for _ in 0..150 {
             let mut pending = model.clone();

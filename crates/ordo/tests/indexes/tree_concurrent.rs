@@ -105,7 +105,7 @@ struct Outcome {
 fn run(
     versions: Versions,
     isolation: Isolation,
-    seed: u64,
+    seed: &ordo_seed::Seed,
 ) -> (Ordo<LogicalClock>, BTree, Outcome) {
     let options = Options { isolation, ..Options::default() };
     let config = Config { versions, options, ..Config::default() };
@@ -120,7 +120,7 @@ fn run(
             .map(|w| {
                 let (db, start) = (db.clone(), &start);
                 s.spawn(move || {
-                    let mut rng = SmallRng::seed_from_u64(seed * 100 + w as u64);
+                    let mut rng = SmallRng::seed_from_u64(seed.derive(w as u64));
                     let mut log = Vec::new();
                     start.wait();
                     for _ in 0..TXS_PER_WRITER {
@@ -249,7 +249,7 @@ fn replay(mut committed: Vec<Committed>) -> Model {
     model
 }
 
-fn check_serializable(versions: Versions, seed: u64) {
+fn check_serializable(versions: Versions, seed: &ordo_seed::Seed) {
     let (db, tree, outcome) = run(versions, Isolation::StrictSerializable, seed);
     assert_eq!(outcome.committed.len(), WRITERS * TXS_PER_WRITER);
     let model = replay(outcome.committed);
@@ -270,12 +270,17 @@ fn check_serializable(versions: Versions, seed: u64) {
 
 #[test]
 fn writers_replay_in_wts_order_and_readers_see_snapshots_single_version() {
-    check_serializable(Versions::Single, 1);
+    let seed = ordo_seed::Seed::new(
+        "writers_replay_in_wts_order_and_readers_see_snapshots_single_version",
+    );
+    check_serializable(Versions::Single, &seed);
 }
 
 #[test]
 fn writers_replay_in_wts_order_and_readers_see_snapshots_multi_version() {
-    check_serializable(Versions::Multi, 2);
+    let seed =
+        ordo_seed::Seed::new("writers_replay_in_wts_order_and_readers_see_snapshots_multi_version");
+    check_serializable(Versions::Multi, &seed);
 }
 
 #[test]
@@ -283,7 +288,8 @@ fn snapshot_isolation_keeps_the_structure_intact() {
     // Reads are not validated under SI, so results need not replay serially; but every
     // structural decision writes what it depends on, so the tree stays well-formed and pairs
     // (written together) stay whole.
-    let (db, tree, outcome) = run(Versions::Multi, Isolation::StrictSnapshot, 3);
+    let seed = ordo_seed::Seed::new("snapshot_isolation_keeps_the_structure_intact");
+    let (db, tree, outcome) = run(Versions::Multi, Isolation::StrictSnapshot, &seed);
     assert_eq!(outcome.committed.len(), WRITERS * TXS_PER_WRITER);
     db.run(|tx| tree.check_invariants(tx)).unwrap();
     let all = db.run(|tx| tree.entries(tx)).unwrap();

@@ -2,7 +2,8 @@
 //! range scans (both directions, every bound kind, limits, early stops) across many
 //! transactions — some committed, some aborted or dropped, which must leave no trace — with
 //! `check_invariants` after every transaction, through growth to depth ≥ 3 by splits and
-//! shrinkage back to an empty root by merges, redistributions and root collapses.
+//! shrinkage back to an empty root by merges, redistributions and root collapses. Each test
+//! takes its seed from `ordo_seed` (printed as `ORDO_SEED=<n>`; set it to replay a run).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use crate::common::End;
@@ -102,7 +103,9 @@ fn run_model(
 fn small_nodes_grow_to_depth_three_and_shrink_to_empty() {
     // 256-byte nodes: keys up to 40 bytes, pairs over 48 bytes go out of line.
     let phases = [(400, 90), (150, 60), (700, 8), (100, 50)];
-    let seen = run_model(Versions::Single, TreeOptions::with_node_bytes(256), 900, &phases, 120, 1);
+    let seed = ordo_seed::Seed::new("small_nodes_grow_to_depth_three_and_shrink_to_empty");
+    let options = TreeOptions::with_node_bytes(256);
+    let seen = run_model(Versions::Single, options, 900, &phases, 120, seed.derive(1));
     assert!(seen.depth_max >= 3, "{seen:?}");
     assert!(seen.emptied_after_growth, "{seen:?}");
     assert!(seen.out_of_line_max > 10, "{seen:?}");
@@ -112,7 +115,9 @@ fn small_nodes_grow_to_depth_three_and_shrink_to_empty() {
 #[test]
 fn small_nodes_multi_version_other_seed() {
     let phases = [(300, 80), (300, 50), (300, 20)];
-    let seen = run_model(Versions::Multi, TreeOptions::with_node_bytes(384), 700, &phases, 300, 2);
+    let seed = ordo_seed::Seed::new("small_nodes_multi_version_other_seed");
+    let options = TreeOptions::with_node_bytes(384);
+    let seen = run_model(Versions::Multi, options, 700, &phases, 300, seed.derive(2));
     assert!(seen.depth_max >= 3, "{seen:?}");
 }
 
@@ -123,7 +128,8 @@ fn default_nodes_with_long_keys_reach_depth_three() {
     let db = db(Versions::Single);
     let tree = db.run(BTree::create).unwrap();
     let mut model = Model::new();
-    let mut rng = SmallRng::seed_from_u64(3);
+    let seed = ordo_seed::Seed::new("default_nodes_with_long_keys_reach_depth_three");
+    let mut rng = SmallRng::seed_from_u64(seed.derive(3));
     let prefix = vec![b'p'; 480];
     let key = |i: u32| {
         let mut k = prefix.clone();

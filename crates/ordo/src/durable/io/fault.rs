@@ -4,6 +4,10 @@
 //!   `sync_data` of that file covers is undone, every file creation, rename or removal that no
 //!   completed `sync_dir` of its directory covers is undone, and the storage is frozen (every
 //!   later operation fails with `EIO`), in the spirit of RocksDB's `FaultInjectionTestFS`.
+//!   Variants keep some unsynced writes whole ([`FaultStorage::power_loss_keeping`] and the
+//!   scripted ones), or **tear** them ([`FaultStorage::power_loss_torn`]): a device persists
+//!   512-byte sectors, not writes, so an unsynced write may survive as a prefix of its sectors
+//!   or as any subset of them.
 //! * **Errors**: `ENOSPC`, `EIO` or any errno on chosen operations ([`FaultRule`]).
 //!
 //! Undo is by before-images, per file ([`StorageFile::file_id`], so it follows renames): a
@@ -64,14 +68,35 @@ enum MetaOp {
     Removed { path: PathBuf, kept: PathBuf },
 }
 
+/// The sector a device writes atomically: a torn write keeps or loses whole sectors (by file
+/// offset, 512-byte aligned).
+pub const SECTOR_BYTES: u64 = 512;
+
+/// One unsynced change of a file's bytes, with what it overwrote.
+#[derive(Debug)]
+struct Before {
+    /// Where the change starts.
+    offset: u64,
+    /// Bytes the change covers (a write's length; for a truncation, the bytes it cut).
+    len: u64,
+    /// The bytes overwritten: the first `old.len()` of the range (a write past the end of
+    /// the file overwrote nothing there: the rest was a hole, zeros).
+    old: Vec<u8>,
+    /// A `write_at` (tearable), rather than a truncation (metadata: kept or lost whole).
+    write: bool,
+}
+
 #[derive(Debug)]
 struct Undo {
     /// The file (a handle of the inner storage: undo follows the file through renames).
     file: Arc<dyn StorageFile>,
     /// Length before the first unsynced change.
     len_bytes: u64,
-    /// Before-images of unsynced writes, oldest first.
-    writes: Vec<(u64, Vec<u8>)>,
+    /// Unsynced changes, oldest first.
+    writes: Vec<Before>,
+    /// When the file was first changed since its last sync (a count): torn power losses
+    /// visit files in this order, the same on every backend.
+    order: u64,
     /// The path the file was opened under when it was first changed (a temporary name for
     /// files renamed into place later).
     path: PathBuf,
@@ -85,6 +110,7 @@ struct FaultState {
     undo: HashMap<u64, Undo>,
     meta: Vec<MetaOp>,
     kept_seq: u64,
+    undo_seq: u64,
     syncs: u64,
 }
 
@@ -122,14 +148,20 @@ impl FaultFile {
     }
 
     fn undo_entry<'s>(&self, st: &'s mut FaultState) -> io::Result<&'s mut Undo> {
+        let order = st.undo_seq;
         match st.undo.entry(self.ino) {
             std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
-            std::collections::hash_map::Entry::Vacant(e) => Ok(e.insert(Undo {
-                path: self.path.clone(),
-                file: self.inner.clone(),
-                len_bytes: self.inner.len_bytes()?,
-                writes: Vec::new(),
-            })),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let undo = e.insert(Undo {
+                    path: self.path.clone(),
+                    file: self.inner.clone(),
+                    len_bytes: self.inner.len_bytes()?,
+                    writes: Vec::new(),
+                    order,
+                });
+                st.undo_seq += 1;
+                Ok(undo)
+            }
         }
     }
 }
@@ -241,6 +273,90 @@ impl FaultStorage {
         self.power_loss_with(keep)
     }
 
+    /// Power loss where the device had persisted **sectors**, not writes: each unsynced write
+    /// (newest first, drawn from `seed`) is kept whole, lost whole, kept as a prefix of its
+    /// 512-byte sectors ([`SECTOR_BYTES`], by file offset), or kept as a random subset of
+    /// them — one in four each. A lost sector gets back what the write overwrote (zeros where
+    /// it extended the file). Truncations are metadata, kept or lost whole. A file that grew
+    /// keeps its new length or, as often, ends after its last kept sector (never before its
+    /// synced length); with nothing kept it gets its synced length back. Creations, renames
+    /// and removals are undone as by [`FaultStorage::power_loss`]. Returns the number of
+    /// writes undone wholly or in part.
+    ///
+    /// Sync mode must survive it: every acknowledged record was flushed, so only records
+    /// beyond the durable marker can be torn, and their checksums reveal them.
+    pub fn power_loss_torn(&self, seed: u64) -> io::Result<usize> {
+        let mut rng = seed;
+        let mut next = move || {
+            rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = rng;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let mut st = lock(&self.state);
+        st.frozen = true;
+        let mut undone = 0;
+        let mut undo: Vec<Undo> = std::mem::take(&mut st.undo).into_values().collect();
+        // The map's order is random per process: files in the order they were first changed,
+        // so a seed replays (and gives the same files on every backend).
+        undo.sort_by_key(|u| u.order);
+        for u in undo {
+            let len_now = u.file.len_bytes()?;
+            let grown = len_now > u.len_bytes;
+            let (mut kept_any, mut kept_end) = (false, 0u64);
+            // Byte ranges a newer write's kept sectors settled: an older write lost there
+            // must not put its before-image over them.
+            let mut settled: Vec<(u64, u64)> = Vec::new();
+            for b in u.writes.iter().rev() {
+                let end = b.offset + b.len;
+                let first = b.offset / SECTOR_BYTES;
+                let sectors = end.div_ceil(SECTOR_BYTES).saturating_sub(first).max(1);
+                let choice = if b.write { next() % 4 } else { next() % 2 };
+                let prefix = next() % sectors;
+                let kept = |i: u64, bits: u64| match choice {
+                    0 => true,
+                    1 => false,
+                    2 => i < prefix,
+                    // One random bit per sector (a fresh word every 64 sectors).
+                    _ => bits >> (i % 64) & 1 == 1,
+                };
+                let mut bits = next();
+                let mut lost_any = false;
+                for i in 0..sectors {
+                    if i > 0 && i % 64 == 0 {
+                        bits = next();
+                    }
+                    let from = ((first + i) * SECTOR_BYTES).max(b.offset);
+                    let to = ((first + i + 1) * SECTOR_BYTES).min(end);
+                    if kept(i, bits) {
+                        kept_any = true;
+                        if b.write {
+                            kept_end = kept_end.max(to);
+                        }
+                        match settled.last_mut() {
+                            Some(last) if last.1 == from => last.1 = to,
+                            _ => settled.push((from, to)),
+                        }
+                        continue;
+                    }
+                    lost_any = true;
+                    for (f, t) in unsettled(&settled, from, to) {
+                        restore(&*u.file, b, f, t)?;
+                    }
+                }
+                undone += usize::from(lost_any);
+            }
+            if !kept_any {
+                u.file.set_len(u.len_bytes)?;
+            } else if grown && next() % 2 == 0 {
+                u.file.set_len(kept_end.clamp(u.len_bytes, len_now))?;
+            }
+        }
+        self.undo_meta(&mut st)?;
+        Ok(undone)
+    }
+
     fn power_loss_with(&self, mut keep: impl FnMut(&Path, u64) -> bool) -> io::Result<usize> {
         let mut st = lock(&self.state);
         st.frozen = true;
@@ -249,18 +365,26 @@ impl FaultStorage {
         for (_, u) in undo {
             let grown = u.file.len_bytes()? > u.len_bytes;
             let mut kept_any_growth = false;
-            for (offset, old) in u.writes.iter().rev() {
-                if keep(&u.path, *offset) {
+            // Whole writes: one keep-or-undo per write that overwrote something (a write
+            // wholly past the end goes with the file's length below).
+            for b in u.writes.iter().rev().filter(|b| !b.write || !b.old.is_empty()) {
+                if keep(&u.path, b.offset) {
                     kept_any_growth |= grown;
                     continue;
                 }
-                u.file.write_at(old, *offset)?;
+                u.file.write_at(&b.old, b.offset)?;
                 undone += 1;
             }
             if !kept_any_growth {
                 u.file.set_len(u.len_bytes)?;
             }
         }
+        self.undo_meta(&mut st)?;
+        Ok(undone)
+    }
+
+    /// Undoes the creations, renames and removals no directory sync covered.
+    fn undo_meta(&self, st: &mut FaultState) -> io::Result<()> {
         let meta = std::mem::take(&mut st.meta);
         for op in meta.into_iter().rev() {
             match op {
@@ -276,7 +400,7 @@ impl FaultStorage {
                 MetaOp::Removed { path, kept } => self.inner.rename(&kept, &path)?,
             }
         }
-        Ok(undone)
+        Ok(())
     }
 
     /// Whether `path` names an existing file or directory of the inner storage.
@@ -298,6 +422,41 @@ impl FaultStorage {
     }
 }
 
+/// The parts of `from..to` that no range of `settled` covers.
+fn unsettled(settled: &[(u64, u64)], from: u64, to: u64) -> Vec<(u64, u64)> {
+    let mut parts = vec![(from, to)];
+    for &(s, e) in settled {
+        parts = parts
+            .into_iter()
+            .flat_map(|(f, t)| {
+                if e <= f || t <= s {
+                    vec![(f, t)]
+                } else {
+                    [(f, s.max(f)), (e.min(t), t)].into_iter().filter(|(a, b)| a < b).collect()
+                }
+            })
+            .collect();
+    }
+    parts
+}
+
+/// Puts back what change `b` overwrote in `from..to` (inside its range): its before-image,
+/// zeros where it extended the file (up to the file's present end).
+fn restore(file: &dyn StorageFile, b: &Before, from: u64, to: u64) -> io::Result<()> {
+    let old_end = b.offset + b.old.len() as u64;
+    if from < old_end {
+        let upto = to.min(old_end);
+        let at = (from - b.offset) as usize;
+        file.write_at(&b.old[at..at + (upto - from) as usize], from)?;
+    }
+    let zeros_from = from.max(old_end);
+    let zeros_to = to.min(file.len_bytes()?);
+    if zeros_from < zeros_to {
+        file.write_at(&vec![0u8; (zeros_to - zeros_from) as usize], zeros_from)?;
+    }
+    Ok(())
+}
+
 impl StorageFile for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         lock(&self.state).check(FaultOp::Read, &self.path)?;
@@ -308,17 +467,12 @@ impl StorageFile for FaultFile {
         st.check(FaultOp::Write, &self.path)?;
         let len_bytes = self.inner.len_bytes()?;
         let end = (offset + buf.len() as u64).min(len_bytes);
-        let old = if end > offset {
-            let mut old = vec![0u8; (end - offset) as usize];
+        let mut old = vec![0u8; end.saturating_sub(offset) as usize];
+        if !old.is_empty() {
             self.inner.read_at(&mut old, offset)?;
-            Some(old)
-        } else {
-            None
-        };
-        let undo = self.undo_entry(&mut st)?;
-        if let Some(old) = old {
-            undo.writes.push((offset, old));
         }
+        let undo = self.undo_entry(&mut st)?;
+        undo.writes.push(Before { offset, len: buf.len() as u64, old, write: true });
         self.inner.write_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
@@ -342,7 +496,8 @@ impl StorageFile for FaultFile {
         };
         let undo = self.undo_entry(&mut st)?;
         if let Some(tail) = tail {
-            undo.writes.push((len_bytes, tail));
+            let len = tail.len() as u64;
+            undo.writes.push(Before { offset: len_bytes, len, old: tail, write: false });
         }
         self.inner.set_len(len_bytes)
     }
@@ -379,7 +534,8 @@ impl Storage for FaultStorage {
             let mut old = vec![0u8; f.inner.len_bytes()? as usize];
             f.inner.read_at(&mut old, 0)?;
             let undo = f.undo_entry(&mut st)?;
-            undo.writes.push((0, old));
+            let len = old.len() as u64;
+            undo.writes.push(Before { offset: 0, len, old, write: false });
         }
         let f = FaultFile::new(self.inner.create(path)?, path, self.state.clone())?;
         if !existed {

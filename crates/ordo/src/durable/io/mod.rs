@@ -51,7 +51,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use crate::mapping::{FileBytes, PrivateMemory};
-pub use fault::{FaultOp, FaultRule, FaultStorage};
+pub use fault::{FaultOp, FaultRule, FaultStorage, SECTOR_BYTES};
 pub use mem::MemStorage;
 pub use os::RealStorage;
 

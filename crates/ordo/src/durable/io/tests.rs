@@ -25,16 +25,6 @@ impl Rng {
     }
 }
 
-fn seed() -> u64 {
-    let seed = std::env::var("ORDO_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
-    eprintln!("seed {seed} (ORDO_SEED={seed} replays it)");
-    seed
-}
-
 fn os_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "ordo-io-{}-{name}-{:x}",
@@ -136,7 +126,8 @@ fn step(rng: &mut Rng, stores: &[(&dyn Storage, &Path)], model: &mut BTreeMap<St
 
 #[test]
 fn mem_storage_matches_a_model_and_the_os() {
-    let seed = seed();
+    let run = ordo_seed::Seed::new("mem_storage_matches_a_model_and_the_os");
+    let seed = run.value();
     let mut rng = Rng(seed);
     let mem = MemStorage::new();
     let mem_dir = Path::new("/model");
@@ -267,6 +258,22 @@ fn sparse_pages_cost_only_what_was_written() {
 /// directory syncs, then a power loss that keeps the unsynced writes `keep` picks (by file
 /// name and offset, so the same on any backend).
 fn fault_history(fs: &FaultStorage, dir: &Path, seed: u64, keep: u64) -> usize {
+    fault_history_then(fs, dir, seed, |fs| {
+        fs.power_loss_keeping_writes(|p, offset| {
+            let name = p.file_name().map_or(0, |n| n.as_encoded_bytes()[0] as u64);
+            keep != 0 && Rng(keep ^ name ^ offset).next() & 1 == 1
+        })
+        .unwrap()
+    })
+}
+
+/// [`fault_history`], ending with the power loss `loss`.
+fn fault_history_then(
+    fs: &FaultStorage,
+    dir: &Path,
+    seed: u64,
+    loss: impl FnOnce(&FaultStorage) -> usize,
+) -> usize {
     let mut rng = Rng(seed);
     fs.create_dir_all(dir).unwrap();
     fs.sync_dir(dir).unwrap();
@@ -306,16 +313,13 @@ fn fault_history(fs: &FaultStorage, dir: &Path, seed: u64, keep: u64) -> usize {
             _ => {}
         }
     }
-    fs.power_loss_keeping_writes(|p, offset| {
-        let name = p.file_name().map_or(0, |n| n.as_encoded_bytes()[0] as u64);
-        keep != 0 && Rng(keep ^ name ^ offset).next() & 1 == 1
-    })
-    .unwrap()
+    loss(fs)
 }
 
 #[test]
 fn power_loss_over_memory_leaves_what_it_leaves_over_real_files() {
-    let seed = seed();
+    let run = ordo_seed::Seed::new("power_loss_over_memory_leaves_what_it_leaves_over_real_files");
+    let seed = run.value();
     let (mut undone, mut files_left) = (0, 0);
     for round in 0..20 {
         let (s, keep) = (seed.wrapping_add(round), if round % 2 == 0 { 0 } else { seed ^ round });
@@ -363,4 +367,94 @@ fn power_loss_over_memory_keeps_exactly_the_synced_state() {
     assert_eq!(files(&mem, d), BTreeMap::from([("a".to_string(), b"synced".to_vec())]));
     let e = fs.open(&d.join("a"), false).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "a frozen storage refuses everything");
+}
+
+#[test]
+fn torn_power_loss_over_memory_leaves_what_it_leaves_over_real_files() {
+    let seed =
+        ordo_seed::Seed::new("torn_power_loss_over_memory_leaves_what_it_leaves_over_real_files");
+    let mut undone = 0;
+    for round in 0..20 {
+        let (s, tear) = (seed.derive(round), seed.derive(1000 + round));
+        let mem = MemStorage::new();
+        let over_mem = FaultStorage::over(Arc::new(mem.clone()));
+        let torn = |fs: &FaultStorage| fs.power_loss_torn(tear).unwrap();
+        let n = fault_history_then(&over_mem, Path::new("/p"), s, torn);
+        let dir = os_dir("torn");
+        let over_os = FaultStorage::new();
+        assert_eq!(fault_history_then(&over_os, &dir, s, torn), n, "round {round}");
+        let after_os = files(&RealStorage, &dir);
+        undone += n;
+        assert_eq!(files(&mem, Path::new("/p")), after_os, "round {round}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(undone > 0);
+}
+
+/// What a torn power loss left of one unsynced write over synced bytes.
+#[derive(Debug, Default)]
+struct TornOutcomes {
+    kept: usize,
+    lost: usize,
+    prefix: usize,
+    scattered: usize,
+}
+
+/// The torn mode tears: over many seeds, one unsynced 16-sector overwrite comes back whole,
+/// lost, as a strict prefix of its sectors, and as a subset that is no prefix — never with a
+/// sector mixed, and never a sector of the append after it other than its bytes or zeros.
+/// (With the tearing removed, keeping or losing writes whole, no run is torn and this fails.)
+#[test]
+fn torn_power_loss_keeps_sectors_not_writes() {
+    let seed = ordo_seed::Seed::new("torn_power_loss_keeps_sectors_not_writes");
+    let sector = SECTOR_BYTES as usize;
+    let (old, new, appended) = (0xAAu8, 0xBBu8, 0xCCu8);
+    let mut seen = TornOutcomes::default();
+    let mut lengths = std::collections::BTreeSet::new();
+    for trial in 0..200 {
+        let mem = MemStorage::new();
+        let fs = FaultStorage::over(Arc::new(mem.clone()));
+        let d = Path::new("/t");
+        fs.create_dir_all(d).unwrap();
+        let f = fs.create(&d.join("f")).unwrap();
+        f.write_at(&vec![old; 16 * sector], 0).unwrap();
+        f.sync_data().unwrap();
+        fs.sync_dir(d).unwrap();
+        // Unsynced: an overwrite starting mid-sector (its first and last sectors partial),
+        // then an append of four sectors.
+        f.write_at(&vec![new; 15 * sector], 256).unwrap();
+        f.write_at(&vec![appended; 4 * sector], 16 * sector as u64).unwrap();
+        fs.power_loss_torn(seed.derive(trial)).unwrap();
+        let b = files(&mem, d).remove("f").unwrap();
+        assert!(b.len() >= 16 * sector && b.len() <= 20 * sector, "trial {trial}: {}", b.len());
+        assert_eq!(b.len() % sector, 0, "trial {trial}: the length ends a sector");
+        lengths.insert(b.len());
+        assert_eq!(&b[..256], &vec![old; 256][..], "trial {trial}: before the write");
+        // Per sector of the overwrite: all its new bytes or all its old ones.
+        let mut sectors_new = Vec::new();
+        for i in 0..16 {
+            let from = (i * sector).max(256);
+            let to = ((i + 1) * sector).min(256 + 15 * sector);
+            let part = &b[from..to];
+            let is_new = part.iter().all(|&x| x == new);
+            assert!(is_new || part.iter().all(|&x| x == old), "trial {trial}: sector {i} mixed");
+            sectors_new.push(is_new);
+        }
+        for (i, s) in b[16 * sector..].chunks(sector).enumerate() {
+            let whole = s.iter().all(|&x| x == appended) || s.iter().all(|&x| x == 0);
+            assert!(whole, "trial {trial}: appended sector {i} mixed");
+        }
+        let k = sectors_new.iter().take_while(|&&n| n).count();
+        match k {
+            16 => seen.kept += 1,
+            0 if !sectors_new.contains(&true) => seen.lost += 1,
+            _ if sectors_new[k..].iter().all(|&n| !n) => seen.prefix += 1,
+            _ => seen.scattered += 1,
+        }
+    }
+    eprintln!("{seen:?}, lengths {lengths:?}");
+    assert!(seen.kept > 0 && seen.lost > 0, "{seen:?}");
+    assert!(seen.prefix > 0, "no write torn to a prefix of its sectors: {seen:?}");
+    assert!(seen.scattered > 0, "no write torn to a scattered subset of its sectors: {seen:?}");
+    assert!(lengths.len() > 2, "the append's length kept whole, cut, or lost: {lengths:?}");
 }
