@@ -41,4 +41,4 @@ stamp() { echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD) load: $(cut -
     --work-ns 0,50,100,200,400,800,1600,3200,6400,12800 2>&1
 } | tee "$out-clock-crossover.txt"
 
-scripts/peer-dbx1000.sh --reps 3 --out "$out-tpcc-dbx1000"
+scripts/peer-dbx1000.sh --reps 3 --out "$out-tpcc-dbx1000" ${DBX1000_DIR:+--peer-dir "$DBX1000_DIR"}
