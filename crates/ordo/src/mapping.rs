@@ -68,6 +68,23 @@ impl PrivateMemory {
         self.map.len()
     }
 
+    /// Faults in `len_bytes` from `offset_bytes` as if written, without writing
+    /// (`MADV_POPULATE_WRITE`, Linux 5.14+): the contents stay what they were, and a later first
+    /// store there takes no page fault. Advice only: elsewhere, or on an older kernel, an error
+    /// the caller may ignore. Safe with concurrent stores to the same pages (the kernel
+    /// serializes the faults; nothing is written).
+    pub(crate) fn populate_write(&self, offset_bytes: usize, len_bytes: usize) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            self.map.advise_range(memmap2::Advice::PopulateWrite, offset_bytes, len_bytes)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (offset_bytes, len_bytes);
+            Err(io::Error::from(io::ErrorKind::Unsupported))
+        }
+    }
+
     /// The first byte; page aligned. Valid for [`PrivateMemory::len_bytes`] bytes while `self`
     /// lives, and never moved.
     pub(crate) fn as_ptr(&self) -> *const u8 {

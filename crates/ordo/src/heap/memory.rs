@@ -16,13 +16,14 @@ use crate::mapping::PrivateMemory;
 /// The memory of one region.
 pub(crate) struct RegionMemory {
     /// Keeps the memory alive; never accessed mutably after construction.
-    _mem: PrivateMemory,
+    mem: PrivateMemory,
     words: *const AtomicU64,
     len_words: usize,
 }
 
-// SAFETY: the memory is only ever accessed through `&[AtomicU64]`, which is Sync; the raw pointer
-// is just a cached view of memory owned by `_mem`, which lives as long as `self`.
+// SAFETY: the memory is only ever accessed through `&[AtomicU64]`, which is Sync (and advised
+// through `mem`, which writes nothing); the raw pointer is just a cached view of memory owned by
+// `mem`, which lives as long as `self`.
 unsafe impl Send for RegionMemory {}
 // SAFETY: as above — shared access is atomic-only.
 unsafe impl Sync for RegionMemory {}
@@ -40,13 +41,20 @@ impl RegionMemory {
         debug_assert!(bytes % 8 == 0);
         let words = mem.as_ptr().cast::<AtomicU64>();
         debug_assert!(words.is_aligned(), "private memory is page aligned");
-        RegionMemory { _mem: mem, words, len_words: bytes / 8 }
+        RegionMemory { mem, words, len_words: bytes / 8 }
+    }
+
+    /// Faults in `len_bytes` from `offset_bytes` ahead of their first store, leaving their
+    /// contents as they are (see [`PrivateMemory::populate_write`]); errors are ignored (the
+    /// pages then fault on first use, as without this).
+    pub(crate) fn prefault(&self, offset_bytes: usize, len_bytes: usize) {
+        let _ = self.mem.populate_write(offset_bytes, len_bytes);
     }
 
     /// The region's words.
     #[inline]
     pub(crate) fn words(&self) -> &[AtomicU64] {
-        // SAFETY: `words` points at `len_words * 8` bytes of page-aligned memory owned by `_mem`
+        // SAFETY: `words` points at `len_words * 8` bytes of page-aligned memory owned by `mem`
         // (it never moves them) and alive for `&self`'s lifetime. `AtomicU64` has the size and
         // alignment of `u64` on every platform with 64-bit atomics, and every bit pattern (zero
         // fill included) is a valid value. No `&mut` to the memory exists after construction,

@@ -32,6 +32,7 @@
 
 mod class;
 pub(crate) mod memory;
+mod prefault;
 
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -146,7 +147,8 @@ impl SlabMeta {
 }
 
 struct Region {
-    memory: RegionMemory,
+    /// Shared with the prefaulter while it advises it.
+    memory: std::sync::Arc<RegionMemory>,
     slabs: Box<[SlabMeta]>,
 }
 
@@ -186,6 +188,8 @@ pub(crate) struct Heap {
     /// A cluster node's home regions (those it is primary of), in the order allocation uses
     /// them; `None` creates regions 0, 1, 2, … (the embedded engine).
     home: Mutex<Option<Vec<u16>>>,
+    /// Faults fresh slabs in ahead of their adoption (started with the first fresh slab).
+    prefaulter: OnceLock<Option<prefault::Prefaulter>>,
 }
 
 /// Where a durable heap's new regions come from: one file per region, made and recorded
@@ -214,6 +218,7 @@ impl Heap {
             reclaimed: AtomicU64::new(0),
             backing: None,
             home: Mutex::new(None),
+            prefaulter: OnceLock::new(),
         };
         Ok(heap)
     }
@@ -239,8 +244,10 @@ impl Heap {
         let mut fresh = Vec::new();
         for (id, memory) in regions.into_iter().enumerate() {
             let Some(memory) = memory else { continue };
-            let region =
-                Region { memory, slabs: (0..slab_count).map(|_| SlabMeta::default()).collect() };
+            let region = Region {
+                memory: std::sync::Arc::new(memory),
+                slabs: (0..slab_count).map(|_| SlabMeta::default()).collect(),
+            };
             for slab in (0..slab_count).rev() {
                 let sid = SlabId { region: id as u16, slab: slab as u32 };
                 let word = region.memory.words()[slab * SLAB_BYTES / 8].load(Ordering::Relaxed);
@@ -442,8 +449,35 @@ impl Heap {
             fresh.extend(
                 (0..slab_count as u32).rev().map(|slab| SlabId { region: id as u16, slab }),
             );
+            // The slabs the next adoptions take (the one taken below faults on first use).
+            let top = fresh.len().saturating_sub(prefault::PREFAULT_AHEAD_SLABS)..fresh.len() - 1;
+            for &ahead in &fresh[top] {
+                self.prefault(ahead);
+            }
         }
-        Ok(fresh.pop().expect("refilled above"))
+        let taken = fresh.pop().expect("refilled above");
+        // The slab adopted PREFAULT_AHEAD_SLABS adoptions from now (module docs of `prefault`).
+        if let Some(i) = fresh.len().checked_sub(prefault::PREFAULT_AHEAD_SLABS) {
+            self.prefault(fresh[i]);
+        }
+        Ok(taken)
+    }
+
+    /// Asks the prefaulter to fault `slab` in ahead of its first store.
+    fn prefault(&self, slab: SlabId) {
+        let Some(prefaulter) = self.prefaulter.get_or_init(prefault::Prefaulter::start) else {
+            return;
+        };
+        if let Some(region) = self.region(slab.region) {
+            let offset = slab.slab as usize * SLAB_BYTES;
+            prefaulter.request(region.memory.clone(), offset, SLAB_BYTES);
+        }
+    }
+
+    /// Fresh slabs the prefaulter has faulted in so far (tests).
+    #[cfg(test)]
+    fn prefaulted_slabs(&self) -> u64 {
+        self.prefaulter.get().and_then(Option::as_ref).map_or(0, prefault::Prefaulter::done)
     }
 
     /// The id of the next region allocation may open: the next unused one in order, or — on a
@@ -482,8 +516,10 @@ impl Heap {
             })?,
         };
         let slab_count = bytes / SLAB_BYTES;
-        let region =
-            Region { memory, slabs: (0..slab_count).map(|_| SlabMeta::default()).collect() };
+        let region = Region {
+            memory: std::sync::Arc::new(memory),
+            slabs: (0..slab_count).map(|_| SlabMeta::default()).collect(),
+        };
         if cell.set(region).is_ok() {
             self.region_count.fetch_add(1, Ordering::AcqRel);
         }
@@ -736,6 +772,36 @@ mod tests {
         let a = *seen.iter().next().unwrap();
         heap.release(a, None);
         assert_eq!(heap.reserve(&mut cache, 200_000).unwrap(), a);
+    }
+
+    /// Adopting fresh slabs asks for the ones a few adoptions ahead to be faulted in, and the
+    /// background thread does so without changing what they hold.
+    #[test]
+    fn fresh_slabs_are_prefaulted_ahead_and_keep_their_zeros() {
+        let heap = Heap::new(HeapConfig { region_bytes: 16 * SLAB_BYTES, regions_max: 1 }).unwrap();
+        let mut cache = AllocCache::default();
+        // 8 adoptions of fresh slabs.
+        let per_slab = Geometry::of(class_for(200_000).unwrap()).slots;
+        let addrs: Vec<Addr> =
+            (0..8 * per_slab).map(|_| heap.reserve(&mut cache, 200_000).unwrap()).collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while heap.prefaulted_slabs() < 8 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(heap.prefaulted_slabs() >= 8, "{} prefaulted", heap.prefaulted_slabs());
+        // Slabs prefaulted but not adopted yet still read as zeros past their header word.
+        let region = heap.region(0).unwrap();
+        let words = region.memory.words();
+        for slab in 8..11 {
+            let first = slab * SLAB_BYTES / 8;
+            assert!(
+                words[first..first + SLAB_BYTES / 8].iter().all(|w| w.load(Ordering::Relaxed) == 0)
+            );
+        }
+        assert_eq!(
+            addrs.iter().map(|a| slab_of(*a)).collect::<std::collections::BTreeSet<_>>().len(),
+            8
+        );
     }
 
     fn slab_of(a: Addr) -> (u16, u64) {
