@@ -316,16 +316,44 @@ fn measure_with<C: Clock>(
     duration: Duration,
     cores: &[usize],
 ) -> Result<(f64, u64), ClockBenchError> {
+    let results = run_gated(threads, duration, cores, "clock", |core, gate| {
+        worker(clock, metric, core, gate)
+    });
+    let mut value_sum = 0.0;
+    let mut ops_total = 0u64;
+    for result in results {
+        let WorkerResult { ops, elapsed } = result?;
+        ops_total += ops;
+        let nanos = elapsed.as_nanos().max(1) as f64;
+        value_sum += match metric {
+            Metric::ReadCostNs => nanos / (ops.max(1) as f64),
+            Metric::GetTsPerUsPerThread => ops as f64 / (nanos / 1_000.0),
+        };
+    }
+    Ok((value_sum / threads as f64, ops_total))
+}
+
+/// Runs `work` on `threads` threads named `ordo-bench-{name}-{i}`, thread `i` given core
+/// `cores[i mod len]` to pin itself to (`None` when `cores` is empty) and the gate: the threads
+/// are released together once all are ready and stopped after `duration`. Returns each
+/// thread's result, then a spawn failure if one stopped the start.
+pub(crate) fn run_gated<R: Send>(
+    threads: usize,
+    duration: Duration,
+    cores: &[usize],
+    name: &str,
+    work: impl Fn(Option<usize>, &StartGate) -> Result<R, ClockBenchError> + Sync,
+) -> Vec<Result<R, ClockBenchError>> {
     let gate = StartGate::default();
-    let results: Vec<Result<WorkerResult, ClockBenchError>> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(threads);
         let mut spawn_error = None;
         for i in 0..threads {
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
-            let gate = &gate;
+            let (gate, work) = (&gate, &work);
             let spawned = std::thread::Builder::new()
-                .name(format!("ordo-bench-clock-{i}"))
-                .spawn_scoped(scope, move || worker(clock, metric, core, gate));
+                .name(format!("ordo-bench-{name}-{i}"))
+                .spawn_scoped(scope, move || work(core, gate));
             match spawned {
                 Ok(handle) => handles.push(handle),
                 Err(e) => {
@@ -348,19 +376,7 @@ fn measure_with<C: Clock>(
             .collect();
         results.extend(spawn_error.map(Err));
         results
-    });
-    let mut value_sum = 0.0;
-    let mut ops_total = 0u64;
-    for result in results {
-        let WorkerResult { ops, elapsed } = result?;
-        ops_total += ops;
-        let nanos = elapsed.as_nanos().max(1) as f64;
-        value_sum += match metric {
-            Metric::ReadCostNs => nanos / (ops.max(1) as f64),
-            Metric::GetTsPerUsPerThread => ops as f64 / (nanos / 1_000.0),
-        };
-    }
-    Ok((value_sum / threads as f64, ops_total))
+    })
 }
 
 /// Starts the workers of one run together and stops them.
@@ -422,7 +438,8 @@ fn worker<C: Clock>(
     pinned?;
     let began = Instant::now();
     let mut ops = 0u64;
-    while !gate.stopped() {
+    // At least one batch, so a worker the scheduler started late still has a rate.
+    loop {
         match metric {
             Metric::ReadCostNs => {
                 for _ in 0..STOP_CHECK_OPS {
@@ -436,6 +453,9 @@ fn worker<C: Clock>(
             }
         }
         ops += STOP_CHECK_OPS;
+        if gate.stopped() {
+            break;
+        }
     }
     Ok(WorkerResult { ops, elapsed: began.elapsed() })
 }

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use ordo_clock::cores;
 use ordo_clock::{AnyClock, Clock, ClockDescription, ClockKind};
 
-use crate::clock::{ClockBenchError, StartGate, format_cell, stats};
+use crate::clock::{ClockBenchError, StartGate, format_cell, run_gated, stats};
 
 /// Work amounts measured unless told otherwise, in nanoseconds per transaction.
 pub const WORK_NS_DEFAULT: [u64; 9] = [0, 25, 50, 100, 200, 400, 800, 1_600, 3_200];
@@ -241,38 +241,8 @@ fn measure_with<C: Clock>(
     duration: Duration,
     cores: &[usize],
 ) -> Result<f64, ClockBenchError> {
-    let gate = StartGate::default();
-    let results: Vec<Result<(u64, Duration), ClockBenchError>> = std::thread::scope(|scope| {
-        let mut handles = Vec::with_capacity(threads);
-        let mut spawn_error = None;
-        for i in 0..threads {
-            let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
-            let gate = &gate;
-            let spawned = std::thread::Builder::new()
-                .name(format!("ordo-bench-crossover-{i}"))
-                .spawn_scoped(scope, move || worker(clock, iterations, core, gate));
-            match spawned {
-                Ok(handle) => handles.push(handle),
-                Err(e) => {
-                    spawn_error = Some(ClockBenchError::Spawn(e));
-                    break;
-                }
-            }
-        }
-        if spawn_error.is_none() {
-            gate.wait_ready(threads);
-            gate.open();
-            std::thread::sleep(duration);
-        } else {
-            gate.open();
-        }
-        gate.stop();
-        let mut results: Vec<_> = handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(ClockBenchError::WorkerPanicked)))
-            .collect();
-        results.extend(spawn_error.map(Err));
-        results
+    let results = run_gated(threads, duration, cores, "crossover", |core, gate| {
+        worker(clock, iterations, core, gate)
     });
     let mut per_us = 0.0;
     for result in results {
