@@ -9,9 +9,7 @@
 //! allocation under [`ALLOCATION_BYTES_LIMIT`].
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,37 +24,12 @@ use tokio::net::{TcpListener, TcpStream};
 // ---------------------------------------------------------------------------------------------
 // Largest allocation
 
-struct Largest;
-
-static LARGEST_ALLOCATION_BYTES: AtomicUsize = AtomicUsize::new(0);
-
 /// No test in this binary allocates this much at once; a frame buffer sized by a declared
 /// length would.
 const ALLOCATION_BYTES_LIMIT: usize = 4 << 20;
 
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; recording
-// the size is one atomic operation.
-unsafe impl GlobalAlloc for Largest {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LARGEST_ALLOCATION_BYTES.fetch_max(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which `System` shares.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` (through this allocator) with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LARGEST_ALLOCATION_BYTES.fetch_max(new_size, Ordering::Relaxed);
-        // SAFETY: as for `dealloc`; `new_size` comes from the caller under the same contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Largest = Largest;
+static ALLOCATOR: ordo_testalloc::Largest = ordo_testalloc::Largest;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
@@ -415,7 +388,7 @@ async fn declared_4gib_frame_is_closed_without_allocating() {
     s.shutdown().await.unwrap();
     read_until_closed(&mut s).await;
     assert_eq!(open.stats().connections_failed, 1);
-    let largest = LARGEST_ALLOCATION_BYTES.load(Ordering::Relaxed);
+    let largest = ordo_testalloc::largest_bytes();
     assert!(largest < ALLOCATION_BYTES_LIMIT, "an allocation of {largest} bytes");
     assert_serves(&server).await;
     assert_serves(&open).await;
@@ -797,7 +770,7 @@ async fn polled_connection_refuses_malformed_and_oversized_answers() {
         .await;
         liar.await.unwrap();
     }
-    let largest = LARGEST_ALLOCATION_BYTES.load(Ordering::Relaxed);
+    let largest = ordo_testalloc::largest_bytes();
     assert!(largest < ALLOCATION_BYTES_LIMIT, "an allocation of {largest} bytes");
 }
 

@@ -18,9 +18,7 @@
 //! root). Every proptest prints its seed (`ORDO_SEED=`) for replay.
 #![allow(clippy::unwrap_used)] // test code: panics are the failure reports
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use ordo::durable::format::{
@@ -37,33 +35,8 @@ use proptest::prelude::*;
 // ---------------------------------------------------------------------------------------------
 // Largest allocation
 
-struct Largest;
-
-static LARGEST_ALLOCATION_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; recording
-// the size is one atomic operation.
-unsafe impl GlobalAlloc for Largest {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LARGEST_ALLOCATION_BYTES.fetch_max(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which `System` shares.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` (through this allocator) with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LARGEST_ALLOCATION_BYTES.fetch_max(new_size, Ordering::Relaxed);
-        // SAFETY: as for `dealloc`; `new_size` comes from the caller under the same contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Largest = Largest;
+static ALLOCATOR: ordo_testalloc::Largest = ordo_testalloc::Largest;
 
 /// Serializes the tests of this binary, so the largest allocation seen during a case is that
 /// case's.
@@ -73,12 +46,7 @@ fn serialized() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `f` and returns its result with the largest allocation made meanwhile.
-fn measured<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    LARGEST_ALLOCATION_BYTES.store(0, Ordering::Relaxed);
-    let t = f();
-    (t, LARGEST_ALLOCATION_BYTES.load(Ordering::Relaxed))
-}
+use ordo_testalloc::measured;
 
 /// What a decoder of `input_bytes` may allocate at once: a fixed amount (error messages,
 /// paths) plus a few bytes per input byte.
