@@ -95,7 +95,7 @@ struct Pages {
 impl Pages {
     /// Copies `buf.len()` bytes at `offset` (inside the file) into `buf`.
     fn read(&self, buf: &mut [u8], offset: u64) {
-        debug_assert!(offset + buf.len() as u64 <= self.len_bytes);
+        debug_assert!(buf.is_empty() || offset + buf.len() as u64 <= self.len_bytes);
         let mut done = 0;
         while done < buf.len() {
             let at = offset + done as u64;
@@ -110,6 +110,11 @@ impl Pages {
     }
 
     fn write(&mut self, buf: &[u8], offset: u64) {
+        // An empty write changes nothing, not even the length (as the OS backend's
+        // `write_all_at`, which then makes no system call).
+        if buf.is_empty() {
+            return;
+        }
         let mut done = 0;
         while done < buf.len() {
             let at = offset + done as u64;
@@ -236,7 +241,8 @@ impl MemFile {
 impl StorageFile for MemFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let pages = self.pages();
-        if offset.saturating_add(buf.len() as u64) > pages.len_bytes {
+        // An empty read succeeds anywhere, past the end too, as the OS backend's `read_exact_at`.
+        if !buf.is_empty() && offset.saturating_add(buf.len() as u64) > pages.len_bytes {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "failed to fill whole buffer",

@@ -73,7 +73,8 @@ fn step(rng: &mut Rng, stores: &[(&dyn Storage, &Path)], model: &mut BTreeMap<St
                 s.open(&dir.join(&name), true).unwrap().write_at(&bytes, offset).unwrap();
             }
             let end = offset as usize + len;
-            if m.len() < end {
+            // An empty write extends nothing.
+            if m.len() < end && len > 0 {
                 m.resize(end, 0);
             }
             m[offset as usize..end].copy_from_slice(&bytes);
@@ -113,7 +114,10 @@ fn step(rng: &mut Rng, stores: &[(&dyn Storage, &Path)], model: &mut BTreeMap<St
                 assert_eq!(f.len_bytes().unwrap(), m.len() as u64);
                 let mut buf = vec![0xAA; len];
                 let r = f.read_at(&mut buf, offset);
-                if offset as usize + len <= m.len() {
+                // An empty read succeeds anywhere, past the end too (as `read_exact` does).
+                if len == 0 {
+                    r.unwrap();
+                } else if offset as usize + len <= m.len() {
                     r.unwrap();
                     assert_eq!(buf, m[offset as usize..offset as usize + len]);
                 } else {
@@ -122,6 +126,27 @@ fn step(rng: &mut Rng, stores: &[(&dyn Storage, &Path)], model: &mut BTreeMap<St
             }
         }
     }
+}
+
+/// Empty reads and writes past the end: the OS backend's `read_exact_at` succeeds and its
+/// `write_all_at` changes nothing; the in-memory backend must do the same (it refused the
+/// read and extended the file on the write, which a fresh seed of the model test found).
+#[test]
+fn empty_reads_and_writes_past_the_end_match_the_os() {
+    let mem = MemStorage::new();
+    let mem_dir = Path::new("/empty");
+    mem.create_dir_all(mem_dir).unwrap();
+    let os_dir = os_dir("empty");
+    let stores: [(&dyn Storage, &Path); 2] = [(&mem, mem_dir), (&RealStorage, &os_dir)];
+    for (s, dir) in stores {
+        let f = s.create(&dir.join("f")).unwrap();
+        f.write_at(&[7; 10], 0).unwrap();
+        f.write_at(&[], 5000).unwrap();
+        assert_eq!(f.len_bytes().unwrap(), 10);
+        f.read_at(&mut [], 5000).unwrap();
+        assert_eq!(f.read_at(&mut [0; 1], 10).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    }
+    let _ = std::fs::remove_dir_all(&os_dir);
 }
 
 #[test]
