@@ -121,13 +121,16 @@ const WAIT_SLEEP_MAX: Duration = Duration::from_millis(1);
 /// Shards of the `get_ts` wait counters (threads pick one round-robin).
 const WAIT_SHARDS: usize = 16;
 
-/// The published words: enabled flag, then the two bounds' parameters.
-const WORDS: usize = 5;
+/// The published words: enabled flag, the two bounds' parameters, the master flag and the
+/// master's fast-forward offset.
+const WORDS: usize = 7;
 const W_ENABLED: usize = 0;
 const W_LOWER_CM_LO: usize = 1;
 const W_LOWER_RECV_HI: usize = 2;
 const W_UPPER_CM_HI: usize = 3;
 const W_UPPER_SEND_LO: usize = 4;
+const W_MASTER: usize = 5;
+const W_MASTER_OFFSET: usize = 6;
 
 static NEXT_CLOCK_ID: AtomicU64 = AtomicU64::new(1);
 static NEXT_WAIT_SHARD: AtomicUsize = AtomicUsize::new(0);
@@ -262,6 +265,10 @@ pub struct SyncStats {
     pub drift_alarms: u64,
     /// Times the clock was disabled.
     pub disables: u64,
+    /// FF: the last fast-forward point this clock knows of, in ns (0: none).
+    pub ff_nanos: u64,
+    /// Times this clock was enabled as master at a fast-forward point.
+    pub enables_at_ff: u64,
     /// `now()`/`get_ts()` calls that waited longer than [`SyncOptions::disabled_timeout`].
     pub disabled_stalls: u64,
     /// Readings whose lower bound exceeded the upper one (the drift bound or a boundary is
@@ -294,6 +301,15 @@ impl Sample {
 struct Writer {
     generation: u64,
     enabled: bool,
+    /// This clock is the clock master (it can become one, or stop being one, in failover).
+    master: bool,
+    /// A master's time is its local reading plus this (set when it was enabled at a
+    /// fast-forward point, FaRMv2 §4.3; 0 for a master from the start).
+    master_offset_nanos: u64,
+    /// FF: the last time the cluster's clocks were fast-forwarded to, as this clock knows it
+    /// (raised by `disable_for_reconfiguration`, `advance` and `enable_master_at`).
+    ff_nanos: u64,
+    enables_at_ff: u64,
     lower: Option<Sample>,
     upper: Option<Sample>,
     drift: DriftMonitor,
@@ -311,6 +327,8 @@ impl Writer {
     fn words(&self) -> [u64; WORDS] {
         let mut words = [0; WORDS];
         words[W_ENABLED] = u64::from(self.enabled);
+        words[W_MASTER] = u64::from(self.master);
+        words[W_MASTER_OFFSET] = self.master_offset_nanos;
         if let Some(lower) = self.lower {
             words[W_LOWER_CM_LO] = lower.cm.lo().as_nanos();
             words[W_LOWER_RECV_HI] = lower.recv.hi().as_nanos();
@@ -334,12 +352,13 @@ struct WaitShard {
 struct Reading {
     synced: Interval,
     local: Interval,
+    /// The snapshot was a master's.
+    master: bool,
 }
 
 /// FaRMv2's synchronised cluster clock over a local clock `L`. See the module docs.
 pub struct SyncedClock<L: Clock> {
     local: L,
-    master: bool,
     id: u64,
     drift_bound_ppm: u64,
     options: SyncOptions,
@@ -353,7 +372,7 @@ pub struct SyncedClock<L: Clock> {
 impl<L: Clock> fmt::Debug for SyncedClock<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SyncedClock")
-            .field("master", &self.master)
+            .field("master", &self.is_master())
             .field("id", &self.id)
             .field("options", &self.options)
             .finish_non_exhaustive()
@@ -377,6 +396,10 @@ impl<L: Clock> SyncedClock<L> {
         let writer = Writer {
             generation: 0,
             enabled: master,
+            master,
+            master_offset_nanos: 0,
+            ff_nanos: 0,
+            enables_at_ff: 0,
             lower: None,
             upper: None,
             drift: DriftMonitor::new(
@@ -395,7 +418,6 @@ impl<L: Clock> SyncedClock<L> {
         };
         SyncedClock {
             local,
-            master,
             // Relaxed: only needs to be unique.
             id: NEXT_CLOCK_ID.fetch_add(1, Ordering::Relaxed),
             drift_bound_ppm: options.drift_bound_ppm.min(DRIFT_BOUND_PPM_MAX),
@@ -423,9 +445,10 @@ impl<L: Clock> SyncedClock<L> {
         self.drift_bound_ppm
     }
 
-    /// Whether this is the clock master.
+    /// Whether this is the clock master (failover can change it: [`SyncedClock::enable_master_at`],
+    /// [`SyncedClock::become_follower`]).
     pub fn is_master(&self) -> bool {
-        self.master
+        self.published.read()[W_MASTER] != 0
     }
 
     /// Whether the clock is enabled (gives out time without waiting).
@@ -436,10 +459,7 @@ impl<L: Clock> SyncedClock<L> {
     /// The clock master's answer to a sync request: its current local interval. `None` while
     /// disabled (FaRMv2 §4.3: requests are rejected) and on a follower.
     pub fn master_time(&self) -> Option<Interval> {
-        if !self.master {
-            return None;
-        }
-        self.try_read().map(|r| r.local)
+        self.try_read().filter(|r| r.master).map(|r| r.synced)
     }
 
     /// The first half of a sync: reads `T_send`. Take it right before sending the request.
@@ -462,7 +482,7 @@ impl<L: Clock> SyncedClock<L> {
         let recv = self.local.now();
         let eps = self.drift_bound_ppm;
         let mut w = self.lock_writer();
-        let refused = if self.master {
+        let refused = if w.master {
             Some(SyncError::Master)
         } else if start.clock_id != self.id {
             Some(SyncError::ForeignStart)
@@ -545,6 +565,95 @@ impl<L: Clock> SyncedClock<L> {
         }
     }
 
+    /// NEW-CONFIG of clock-master failover (FaRMv2 §4.3, Fig. 6): disables the clock and raises
+    /// FF to the upper bound of the current time interval — computed from the sync state even
+    /// when the clock is already disabled, so two failovers in a row lose nothing — and returns
+    /// FF. A follower that never synchronised contributes only the FF it had.
+    pub fn disable_for_reconfiguration(&self) -> Timestamp {
+        // Read before the lock (as `finish_sync`): the bound only grows with a later reading.
+        let local = self.local.now();
+        let mut w = self.lock_writer();
+        let upper = if w.master {
+            Some(local.hi().as_nanos().saturating_add(w.master_offset_nanos))
+        } else {
+            w.upper.map(|u| u.upper_at(local, self.drift_bound_ppm))
+        };
+        if let Some(upper) = upper {
+            w.ff_nanos = w.ff_nanos.max(upper);
+        }
+        w.generation = w.generation.wrapping_add(1);
+        if w.enabled {
+            w.enabled = false;
+            w.disables = w.disables.saturating_add(1);
+        }
+        let words = w.words();
+        self.published.write(words);
+        Timestamp::from_nanos(w.ff_nanos)
+    }
+
+    /// ADVANCE of clock-master failover: raises FF to `ff` (never lowers it). The clock stays
+    /// disabled; a follower is enabled by its first sync with the new master.
+    pub fn advance(&self, ff: Timestamp) {
+        let mut w = self.lock_writer();
+        w.ff_nanos = w.ff_nanos.max(ff.as_nanos());
+    }
+
+    /// FF as this clock knows it (0 before any failover).
+    pub fn fast_forward_point(&self) -> Timestamp {
+        Timestamp::from_nanos(self.lock_writer().ff_nanos)
+    }
+
+    /// The new clock master enables its clock at `[FF, FF]` (FaRMv2 Fig. 6, after every
+    /// ADVANCE-ACK): FF is raised to `ff` and to this clock's own upper bound now, and the
+    /// clock becomes an enabled master whose time is its local reading shifted so that it
+    /// reads FF now (never shifted back: a local clock already past FF is used as it is).
+    /// Every later reading is therefore above every timestamp any clock of the old
+    /// configuration handed out before it was disabled. Sync state is cleared. Returns FF.
+    pub fn enable_master_at(&self, ff: Timestamp) -> Timestamp {
+        let local = self.local.now();
+        let mut w = self.lock_writer();
+        let own_upper = if w.master {
+            Some(local.hi().as_nanos().saturating_add(w.master_offset_nanos))
+        } else {
+            w.upper.map(|u| u.upper_at(local, self.drift_bound_ppm))
+        };
+        let ff = w.ff_nanos.max(ff.as_nanos()).max(own_upper.unwrap_or(0));
+        w.ff_nanos = ff;
+        w.master = true;
+        w.master_offset_nanos = ff.saturating_sub(local.lo().as_nanos());
+        w.lower = None;
+        w.upper = None;
+        w.drift.reset();
+        w.generation = w.generation.wrapping_add(1);
+        w.enabled = true;
+        w.enables_at_ff = w.enables_at_ff.saturating_add(1);
+        let words = w.words();
+        self.published.write(words);
+        Timestamp::from_nanos(ff)
+    }
+
+    /// A master that is no longer the CM (a configuration named another) becomes a disabled
+    /// follower, enabled again by its first sync with the new master. FF is kept.
+    pub fn become_follower(&self) {
+        let local = self.local.now();
+        let mut w = self.lock_writer();
+        if w.master {
+            let upper = local.hi().as_nanos().saturating_add(w.master_offset_nanos);
+            w.ff_nanos = w.ff_nanos.max(upper);
+        }
+        w.master = false;
+        w.master_offset_nanos = 0;
+        w.lower = None;
+        w.upper = None;
+        w.generation = w.generation.wrapping_add(1);
+        if w.enabled {
+            w.enabled = false;
+            w.disables = w.disables.saturating_add(1);
+        }
+        let words = w.words();
+        self.published.write(words);
+    }
+
     /// The current time, waiting at most `timeout` for a disabled clock to be enabled.
     ///
     /// # Errors
@@ -575,7 +684,7 @@ impl<L: Clock> SyncedClock<L> {
         let w = self.lock_writer();
         let drift = w.drift.report();
         SyncStats {
-            master: self.master,
+            master: w.master,
             enabled: w.enabled,
             syncs: w.syncs,
             rejected_syncs: w.rejected_syncs,
@@ -592,6 +701,8 @@ impl<L: Clock> SyncedClock<L> {
             drift_alarm: drift.alarm,
             drift_alarms: drift.alarms,
             disables: w.disables,
+            ff_nanos: w.ff_nanos,
+            enables_at_ff: w.enables_at_ff,
             // Relaxed: statistics.
             disabled_stalls: self.disabled_stalls.load(Ordering::Relaxed),
             inverted_readings: self.inverted_readings.load(Ordering::Relaxed),
@@ -614,8 +725,13 @@ impl<L: Clock> SyncedClock<L> {
         }
         // After the snapshot (module docs, Concurrency): T is later than the syncs' readings.
         let local = self.local.now();
-        if self.master {
-            return Some(Reading { synced: local, local });
+        if words[W_MASTER] != 0 {
+            let offset = words[W_MASTER_OFFSET];
+            let synced = Interval::new(
+                Timestamp::from_nanos(local.lo().as_nanos().saturating_add(offset)),
+                Timestamp::from_nanos(local.hi().as_nanos().saturating_add(offset)),
+            );
+            return Some(Reading { synced, local, master: true });
         }
         let eps = self.drift_bound_ppm;
         let lo =
@@ -629,7 +745,7 @@ impl<L: Clock> SyncedClock<L> {
             self.inverted_readings.fetch_add(1, Ordering::Relaxed);
             Interval::new(Timestamp::from_nanos(hi), Timestamp::from_nanos(lo))
         };
-        Some(Reading { synced, local })
+        Some(Reading { synced, local, master: false })
     }
 
     /// One reading, waiting while the clock is disabled until `deadline`.

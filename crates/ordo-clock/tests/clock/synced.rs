@@ -610,3 +610,77 @@ fn the_drift_monitor_alarms_above_the_threshold_only() {
         assert_eq!(stats.drift_alarms > 0, alarm, "{drift_ppm}: {stats:?}");
     }
 }
+
+/// Clock-master failover (FaRMv2 §4.3, Fig. 6) on three clocks whose local clocks disagree by up
+/// to a second: the old CM hands out timestamps and dies; the survivors disable their clocks
+/// and report FF (NEW-CONFIG-ACK), the new CM waits out the lease, takes the maximum
+/// (ADVANCE) and enables itself at `[FF, FF]`; the other follower syncs with it. Every
+/// timestamp after the failover is above every timestamp before it — even though the new
+/// CM's local clock is a second behind the old one's, which without the fast-forward would
+/// hand out timestamps far in the past.
+#[test]
+fn failover_fast_forwards_the_new_master_past_every_earlier_timestamp() {
+    let source = TimeSource::virtual_at(DEFAULT_START_NANOS);
+    let old_cm = SyncedClock::master(SkewedClock::new(source.clone(), 0, 0, 100), options(1_000));
+    // The new CM's local clock is a second behind the old CM's; the other is 0.4 s ahead.
+    let next_cm = SyncedClock::follower(
+        SkewedClock::new(source.clone(), -(SECOND as i64), 0, 100),
+        options(1_000),
+    );
+    let other = SyncedClock::follower(
+        SkewedClock::new(source.clone(), (4 * SECOND / 10) as i64, 0, 100),
+        options(1_000),
+    );
+    next_cm.sync_with(&old_cm).unwrap();
+    other.sync_with(&old_cm).unwrap();
+    // The time source is virtual and does not move by itself, so `get_ts` (which waits for
+    // time to pass its upper bound) would never return: what it returns is the upper bound of
+    // the reading it starts with, `now().hi()`.
+    let mut before = Vec::new();
+    for _ in 0..10 {
+        source.advance(MILLI);
+        before.push(old_cm.now().hi());
+        before.push(next_cm.now().hi());
+        before.push(other.now().hi());
+    }
+    let last_before = *before.iter().max().unwrap();
+
+    // NEW-CONFIG: both survivors disable and report FF.
+    let ff_next = next_cm.disable_for_reconfiguration();
+    let ff_other = other.disable_for_reconfiguration();
+    assert!(!next_cm.is_enabled() && !other.is_enabled());
+    assert!(ff_next >= last_before && ff_other >= last_before, "FF must cover handed-out times");
+    // The old CM keeps handing out timestamps until its lease expires (it has not heard).
+    source.advance(MILLI);
+    let late = old_cm.now().hi();
+    // The lease-expiry wait, then ADVANCE with the maximum and the new CM's own bound.
+    source.advance(10 * MILLI);
+    let ff = next_cm.enable_master_at(ff_next.max(ff_other));
+    other.advance(ff);
+    assert!(next_cm.is_master() && next_cm.is_enabled());
+    assert_eq!(other.fast_forward_point(), ff);
+    assert_eq!(next_cm.now().lo(), ff, "the new master reads [FF, FF + B] when enabled");
+    assert!(late < ff, "a timestamp the old CM gave out during the lease wait is below FF");
+    other.sync_with(&next_cm).unwrap();
+    for _ in 0..10 {
+        source.advance(MILLI);
+        for ts in [next_cm.now().hi(), other.now().hi()] {
+            assert!(ts > last_before && ts > late, "{ts:?} after failover, {last_before:?} before");
+        }
+    }
+    let stats = next_cm.stats();
+    assert!(stats.master && stats.enables_at_ff == 1 && stats.ff_nanos == ff.as_nanos());
+
+    // Without the fast-forward the new master would read its own local clock: a second back.
+    let naive = SyncedClock::master(
+        SkewedClock::new(source.clone(), -(SECOND as i64), 0, 100),
+        options(1_000),
+    );
+    assert!(naive.now().hi() < last_before, "the test's clocks must make the fast-forward matter");
+
+    // A master named follower by a later configuration stops handing out time until it syncs.
+    next_cm.become_follower();
+    assert!(!next_cm.is_master() && !next_cm.is_enabled());
+    assert!(next_cm.fast_forward_point() >= ff);
+    assert_eq!(next_cm.master_time(), None);
+}
