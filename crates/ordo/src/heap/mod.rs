@@ -310,9 +310,24 @@ impl Heap {
         &region.slabs[id.slab as usize]
     }
 
+    /// Asks the CPU to start loading the object slot at `addr` (header and payload capacity)
+    /// into its caches; nothing when `addr` names no slot here. See `RegionMemory::prefetch`.
+    #[inline]
+    pub(crate) fn prefetch(&self, addr: Addr) {
+        if let Ok(words) = self.slot_words(addr) {
+            memory::RegionMemory::prefetch(words);
+        }
+    }
+
     /// A view of the object slot at `addr`, if `addr` names one.
     #[inline]
     pub(crate) fn object(&self, addr: Addr) -> Result<ObjectRef<'_>, Error> {
+        self.slot_words(addr).map(ObjectRef::new)
+    }
+
+    /// The words of the object slot at `addr`, if `addr` names one.
+    #[inline]
+    fn slot_words(&self, addr: Addr) -> Result<&[AtomicU64], Error> {
         let bad = || Error::InvalidAddress { addr };
         let region = self.region(addr.region()).ok_or_else(bad)?;
         let offset = addr.offset() as usize;
@@ -327,8 +342,7 @@ impl Heap {
             return Err(bad());
         }
         let first = offset / 8;
-        let words = &region.memory.words()[first..first + geometry.stride_words];
-        Ok(ObjectRef::new(words))
+        Ok(&region.memory.words()[first..first + geometry.stride_words])
     }
 
     /// Reserves a free slot for an object of `len_bytes`, preferring the worker's own slab.
