@@ -174,6 +174,13 @@ impl Terminal {
         let now = now_s();
         tpcc.db.run_with(options, |tx| {
             addrs.clear();
+            // The ITEM and STOCK rows are known now and read last: start their cache misses
+            // here, so they overlap with each other and with the work in between.
+            for line in lines.iter() {
+                for a in [tpcc.item_addr(line.item), tpcc.stock_addr(line.supply_w, line.item)] {
+                    a.into_iter().for_each(|a| tx.prefetch(a));
+                }
+            }
             let w_tax = tx.read_view(wa, |v| v.word(warehouse::TAX))?.unwrap_or(0);
             tx.read_with(da, |b| copy(row, b))?;
             check_len(row, district::BYTES, da)?;
@@ -301,7 +308,14 @@ impl Terminal {
         let options = Options { will_write: true, ..Options::isolation(cfg.isolation) };
         let Terminal { row, addrs, name, .. } = self;
         let now = now_s();
+        // A customer chosen by number is known now: start its cache misses (the whole row is
+        // read and written) before the warehouse and district.
+        let known = match by {
+            CustomerBy::Id(c) => tpcc.customer_addr(c_w, c_d, c),
+            CustomerBy::Name(_) => None,
+        };
         tpcc.db.run_with(options, |tx| {
+            known.into_iter().for_each(|a| tx.prefetch(a));
             tx.read_with(wa, |b| copy(row, b))?;
             check_len(row, warehouse::BYTES, wa)?;
             add_i(row, warehouse::YTD, amount);

@@ -69,18 +69,72 @@ pub(crate) struct Geometry {
     pub(crate) stride_words: usize,
     /// Slots in one slab.
     pub(crate) slots: usize,
+    /// `floor(2^RECIPROCAL_SHIFT / stride bytes) + 1`: [`Geometry::slot_of`] divides by a
+    /// multiplication (every address check did a hardware division: a tenth of `Heap::object`).
+    reciprocal: u64,
 }
 
+/// The shift of [`Geometry::reciprocal`]. With offsets below `2^20` and strides below `2^19`
+/// bytes, `(n * reciprocal) >> 40` is exactly `n / stride` (Granlund and Montgomery 1994: the
+/// reciprocal's error `e <= 1` adds `n * e / 2^40 < 1 / stride` to `n / stride`, too little to
+/// reach the next integer) and `n * reciprocal < 2^57` does not overflow.
+const RECIPROCAL_SHIFT: u32 = 40;
+const _: () = assert!(SLAB_BYTES <= 1 << 20);
+const _: () = assert!((OBJECT_BYTES_MAX + 16) < 1 << 19);
+
 impl Geometry {
-    pub(crate) fn of(class: usize) -> Geometry {
-        let stride_words = 2 + CLASSES[class] as usize / 8;
-        Geometry { stride_words, slots: (SLAB_BYTES - SLAB_HEADER_BYTES) / (stride_words * 8) }
+    pub(crate) const fn of(class: usize) -> Geometry {
+        let stride_words = 2 + class_bytes(class) / 8;
+        let stride_bytes = stride_words * 8;
+        Geometry {
+            stride_words,
+            slots: (SLAB_BYTES - SLAB_HEADER_BYTES) / stride_bytes,
+            reciprocal: (1u64 << RECIPROCAL_SHIFT) / stride_bytes as u64 + 1,
+        }
     }
+
+    /// The slot that starts exactly `in_slab` bytes past the slab header (`in_slab <
+    /// SLAB_BYTES`), or `None` when `in_slab` is inside a slot or past the last one.
+    #[inline]
+    pub(crate) fn slot_of(&self, in_slab: usize) -> Option<usize> {
+        debug_assert!(in_slab < SLAB_BYTES);
+        let slot = ((in_slab as u64 * self.reciprocal) >> RECIPROCAL_SHIFT) as usize;
+        (slot * self.stride_words * 8 == in_slab && slot < self.slots).then_some(slot)
+    }
+}
+
+/// Slot geometry of every class.
+pub(crate) static GEOMETRY: [Geometry; CLASS_COUNT] = geometry_table();
+
+const fn geometry_table() -> [Geometry; CLASS_COUNT] {
+    let mut t = [Geometry { stride_words: 0, slots: 0, reciprocal: 0 }; CLASS_COUNT];
+    let mut i = 0;
+    while i < CLASS_COUNT {
+        t[i] = Geometry::of(i);
+        i += 1;
+    }
+    t
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `slot_of` agrees with division at every offset of a slab, for every class (fails if the
+    /// reciprocal is one lower, or with a smaller shift).
+    #[test]
+    fn slot_of_is_division() {
+        for g in GEOMETRY.iter() {
+            let stride_bytes = g.stride_words * 8;
+            for in_slab in 0..SLAB_BYTES {
+                let want = (in_slab % stride_bytes == 0 && in_slab / stride_bytes < g.slots)
+                    .then_some(in_slab / stride_bytes);
+                if g.slot_of(in_slab) != want {
+                    panic!("stride {stride_bytes}, offset {in_slab}: {:?}", g.slot_of(in_slab));
+                }
+            }
+        }
+    }
 
     #[test]
     fn classes_ascend_and_cover() {
@@ -93,6 +147,7 @@ mod tests {
             assert!(Geometry::of(c).slots >= 3);
         }
         assert_eq!(class_for(0), None);
+        assert!(GEOMETRY.iter().enumerate().all(|(c, g)| *g == Geometry::of(c)));
         assert_eq!(class_for(OBJECT_BYTES_MAX + 1), None);
     }
 }

@@ -37,7 +37,7 @@ mod prefault;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-pub(crate) use class::{CLASS_COUNT, Geometry, class_for};
+pub(crate) use class::{CLASS_COUNT, GEOMETRY, class_for};
 pub use class::{OBJECT_BYTES_MAX, SLAB_BYTES};
 
 use crate::addr::Addr;
@@ -96,10 +96,6 @@ const SLAB_LISTED: u8 = 2;
 const NO_CLASS: u32 = u32::MAX;
 /// `SlabMeta::live` of a slab being reclaimed: pins fail while it is set.
 const RECLAIMING: u64 = 1 << 62;
-
-/// Slot geometry of every class, computed once.
-static GEOMETRY: std::sync::LazyLock<[Geometry; CLASS_COUNT]> =
-    std::sync::LazyLock::new(|| std::array::from_fn(Geometry::of));
 
 struct SlabMeta {
     /// The size class, or `NO_CLASS`. Changes only while the slab is reclaimed.
@@ -310,9 +306,24 @@ impl Heap {
         &region.slabs[id.slab as usize]
     }
 
+    /// Asks the CPU to start loading the object slot at `addr` (header and payload capacity)
+    /// into its caches; nothing when `addr` names no slot here. See `RegionMemory::prefetch`.
+    #[inline]
+    pub(crate) fn prefetch(&self, addr: Addr) {
+        if let Ok(words) = self.slot_words(addr) {
+            memory::RegionMemory::prefetch(words);
+        }
+    }
+
     /// A view of the object slot at `addr`, if `addr` names one.
     #[inline]
     pub(crate) fn object(&self, addr: Addr) -> Result<ObjectRef<'_>, Error> {
+        self.slot_words(addr).map(ObjectRef::new)
+    }
+
+    /// The words of the object slot at `addr`, if `addr` names one.
+    #[inline]
+    fn slot_words(&self, addr: Addr) -> Result<&[AtomicU64], Error> {
         let bad = || Error::InvalidAddress { addr };
         let region = self.region(addr.region()).ok_or_else(bad)?;
         let offset = addr.offset() as usize;
@@ -322,13 +333,9 @@ impl Heap {
         let class = meta.class.load(Ordering::Acquire);
         let geometry = GEOMETRY.get(class as usize).ok_or_else(bad)?;
         let in_slab = (offset % SLAB_BYTES).checked_sub(SLAB_HEADER_BYTES).ok_or_else(bad)?;
-        let stride_bytes = geometry.stride_words * 8;
-        if in_slab % stride_bytes != 0 || in_slab / stride_bytes >= geometry.slots {
-            return Err(bad());
-        }
+        geometry.slot_of(in_slab).ok_or_else(bad)?;
         let first = offset / 8;
-        let words = &region.memory.words()[first..first + geometry.stride_words];
-        Ok(ObjectRef::new(words))
+        Ok(&region.memory.words()[first..first + geometry.stride_words])
     }
 
     /// Reserves a free slot for an object of `len_bytes`, preferring the worker's own slab.
@@ -768,7 +775,7 @@ mod tests {
                 Err(e) => panic!("unexpected {e}"),
             }
         }
-        assert_eq!(seen.len(), 8 * Geometry::of(class_for(200_000).unwrap()).slots);
+        assert_eq!(seen.len(), 8 * GEOMETRY[class_for(200_000).unwrap()].slots);
         let a = *seen.iter().next().unwrap();
         heap.release(a, None);
         assert_eq!(heap.reserve(&mut cache, 200_000).unwrap(), a);
@@ -781,7 +788,7 @@ mod tests {
         let heap = Heap::new(HeapConfig { region_bytes: 16 * SLAB_BYTES, regions_max: 1 }).unwrap();
         let mut cache = AllocCache::default();
         // 8 adoptions of fresh slabs.
-        let per_slab = Geometry::of(class_for(200_000).unwrap()).slots;
+        let per_slab = GEOMETRY[class_for(200_000).unwrap()].slots;
         let addrs: Vec<Addr> =
             (0..8 * per_slab).map(|_| heap.reserve(&mut cache, 200_000).unwrap()).collect();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

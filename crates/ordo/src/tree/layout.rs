@@ -544,6 +544,67 @@ impl EntryList {
     }
 }
 
+/// Inserts `raw` as entry `i` of node `addr` in its bytes `b`, in place: the bytes become
+/// exactly what [`EntryList::from_view`], [`EntryList::insert`] and [`EntryList::encode`] (same
+/// level and links) would build, without building the list. It reads every entry as
+/// `from_view` does, so a node it refuses with an error is one `from_view` refuses with the same
+/// error.
+///
+/// Returns `Ok(false)` and leaves `b` as it was when this does not apply: the node's entries are
+/// not packed in slot order from the end of the slot array up to the data end (a rebuild would
+/// repack them), `i` is past the count, or the result would not fit the node.
+pub(super) fn insert_packed(
+    addr: Addr,
+    b: &mut [u8],
+    node_bytes: usize,
+    i: usize,
+    raw: &[u8],
+) -> Result<bool, Error> {
+    let view = NodeView::parse(addr, b, node_bytes)?;
+    let (count, data_end) = (view.header.count, view.header.data_end);
+    let slots_end = HEADER_BYTES + SLOT_BYTES * count;
+    let mut packed = true;
+    let mut expect = slots_end;
+    for j in 0..count {
+        let entry = view.raw(j)?;
+        packed &= view.slot(j)? == expect;
+        expect += entry.len();
+    }
+    let grow = SLOT_BYTES + raw.len();
+    let end = data_end + grow;
+    // The entries must also end at the data end (a rebuild drops bytes past the last one).
+    if !packed || expect != data_end || i > count || end > node_bytes || end > usize::from(u16::MAX)
+    {
+        return Ok(false);
+    }
+    let at = if i < count { view.slot(i)? } else { data_end };
+    debug_assert!((slots_end..=data_end).contains(&at));
+    // Entries i.. move past the new entry, entries ..i past the new slot.
+    b.copy_within(at..data_end, at + grow);
+    b.copy_within(slots_end..at, slots_end + SLOT_BYTES);
+    b[at + SLOT_BYTES..at + grow].copy_from_slice(raw);
+    let slot_at = |j: usize| HEADER_BYTES + SLOT_BYTES * j;
+    let read =
+        |b: &[u8], j: usize| usize::from(u16::from_le_bytes([b[slot_at(j)], b[slot_at(j) + 1]]));
+    let write = |b: &mut [u8], j: usize, v: usize| {
+        b[slot_at(j)..slot_at(j) + SLOT_BYTES].copy_from_slice(&(v as u16).to_le_bytes());
+    };
+    for j in (i..count).rev() {
+        let v = read(b, j) + grow;
+        write(b, j + 1, v);
+    }
+    write(b, i, at + SLOT_BYTES);
+    for j in 0..i {
+        let v = read(b, j) + SLOT_BYTES;
+        write(b, j, v);
+    }
+    b[4..6].copy_from_slice(&((count + 1) as u16).to_le_bytes());
+    b[6..8].copy_from_slice(&(end as u16).to_le_bytes());
+    // A rebuilt node is zero after its data end.
+    b[end..].fill(0);
+    Ok(true)
+}
+
 /// Rewrites the `link0` field (a leaf's previous-leaf link) of encoded node bytes.
 pub(super) fn set_link0(b: &mut [u8], link0: Addr) {
     if let Some(field) = b.get_mut(8..16) {
@@ -645,6 +706,89 @@ mod tests {
         assert_eq!(v.used(), list.used());
         assert_eq!(v.leaf(0).unwrap().value, Value::Inline(b"x"));
         assert_eq!(v.key(9).unwrap(), b"zz");
+    }
+
+    /// What an update without `insert_packed` builds: the entry list, the insert, the encode.
+    fn rebuilt(b: &[u8], i: usize, raw: &[u8]) -> Result<Vec<u8>, Error> {
+        let v = NodeView::parse(Addr::NULL, b, N)?;
+        let mut list = EntryList::from_view(&v)?;
+        list.insert(i, raw);
+        let h = v.header;
+        Ok(list.encode(0..list.count(), N, h.level, h.link0, h.link1))
+    }
+
+    #[test]
+    fn insert_packed_gives_the_rebuilt_bytes() {
+        let mut checked = 0;
+        for n in 0..12u8 {
+            let keys: Vec<Vec<u8>> =
+                (0..n).map(|k| vec![b'a' + 2 * k; 1 + k as usize % 3]).collect();
+            let pairs: Vec<(&[u8], &[u8])> =
+                keys.iter().map(|k| (&k[..], &b"value-bytes"[..k.len() * 3])).collect();
+            let node = leaf_of(&pairs);
+            for i in 0..=usize::from(n) {
+                for raw in [encode_inline(b"k", b""), encode_inline(b"key", &[7; 40])] {
+                    let mut b = node.clone();
+                    let want = rebuilt(&node, i, &raw).unwrap();
+                    if insert_packed(Addr::NULL, &mut b, N, i, &raw).unwrap() {
+                        assert_eq!(b, want, "{n} entries, at {i}");
+                        NodeView::parse(Addr::NULL, &b, N).unwrap().check_packed().unwrap();
+                        checked += 1;
+                    } else {
+                        assert_eq!(b, node, "refused, but changed");
+                        let used = NodeView::parse(Addr::NULL, &node, N).unwrap().used();
+                        assert!(HEADER_BYTES + used + SLOT_BYTES + raw.len() > N);
+                    }
+                }
+            }
+        }
+        assert!(checked > 100, "{checked}");
+        // Past the count: refused, unchanged.
+        let node = leaf_of(&[(b"a", b"1")]);
+        let mut b = node.clone();
+        assert!(!insert_packed(Addr::NULL, &mut b, N, 2, &encode_inline(b"z", b"")).unwrap());
+        assert_eq!(b, node);
+    }
+
+    /// A node whose entries are not packed from the slot array (a gap a rebuild would close) is
+    /// refused and left alone; a corrupt node fails as `from_view` fails; and wherever it
+    /// inserts, the bytes are the rebuilt ones. Without the packing check the gap case fails.
+    #[test]
+    fn insert_packed_refuses_what_a_rebuild_would_change() {
+        let node = leaf_of(&[(b"a", b"1"), (b"bb", b"22"), (b"ccc", b"")]);
+        let raw = encode_inline(b"b", b"x");
+        // Move every entry 4 bytes on: slots, data end and bytes.
+        let mut gap = node.clone();
+        let v = NodeView::parse(Addr::NULL, &node, N).unwrap();
+        let (slots_end, end) = (HEADER_BYTES + SLOT_BYTES * v.count(), v.header.data_end);
+        gap.copy_within(slots_end..end, slots_end + 4);
+        gap[slots_end..slots_end + 4].fill(0);
+        for j in 0..v.count() {
+            let at = HEADER_BYTES + SLOT_BYTES * j;
+            let s = u16::from_le_bytes([gap[at], gap[at + 1]]) + 4;
+            gap[at..at + 2].copy_from_slice(&s.to_le_bytes());
+        }
+        gap[6..8].copy_from_slice(&((end + 4) as u16).to_le_bytes());
+        assert!(NodeView::parse(Addr::NULL, &gap, N).is_ok());
+        let mut b = gap.clone();
+        assert!(!insert_packed(Addr::NULL, &mut b, N, 1, &raw).unwrap());
+        assert_eq!(b, gap);
+        // Every single-byte change of the used part and a little after it.
+        for at in 0..end + 8 {
+            for x in [0u8, 1, 2, 24, 30, 0x7F, 0xFF, node[at].wrapping_add(1)] {
+                let mut bad = node.clone();
+                bad[at] = x;
+                for i in 0..=3 {
+                    let mut b = bad.clone();
+                    match (insert_packed(Addr::NULL, &mut b, N, i, &raw), rebuilt(&bad, i, &raw)) {
+                        (Ok(true), Ok(want)) => assert_eq!(b, want, "byte {at} = {x}, at {i}"),
+                        (Ok(false), _) => assert_eq!(b, bad),
+                        (Err(e), Err(f)) => assert_eq!(e, f),
+                        (got, want) => panic!("byte {at} = {x}, at {i}: {got:?} vs {want:?}"),
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! Updates: insert and remove, and the splits, merges and redistributions that keep every node
 //! within its fill bounds (see the module essay of [`super`], "Fill bounds" and "Rebalancing").
 //!
-//! An update descends from the root to the key's leaf, copying every node on the path, and
-//! changes the leaf's entry list in memory. It then settles the path bottom-up: a node whose
-//! new entries fit and are above the minimum fill is written and the update ends there — the
-//! common case, which writes the leaf alone. An over-full node is split (its parent gains a
+//! An update descends from the root to the key's leaf — routing through each internal node in the
+//! worker's read buffer and keeping only its address and the child taken, copying the leaf — and
+//! changes the leaf in memory. It then settles the path bottom-up: a node whose new entries fit
+//! and are above the minimum fill is written and the update ends there — the common case, which
+//! writes the leaf alone (an insert that fits splices its entry into the leaf's copy, giving the
+//! bytes a rebuild from its entry list would give). An over-full node is split (its parent gains a
 //! separator); an under-full one is merged with or refilled from an adjacent sibling under the
 //! same parent (its parent loses or changes a separator). Either way the parent's entry list
-//! changes and is settled in turn, up to the root, which splits in place (its entries move to two
-//! new children) or collapses (an internal root with one child takes that child's entries), so
+//! changes and is settled in turn (the parent is read again here, and must still route to the
+//! child), up to the root, which splits in place (its entries move to two new children) or
+//! collapses (an internal root with one child takes that child's entries), so
 //! the root's address never changes.
 //!
 //! Every node an update changes a decision about is also written by it: the leaf, the siblings
@@ -27,17 +30,25 @@ use crate::error::Error;
 use crate::txn::Tx;
 
 use super::layout::{
-    EntryList, Geometry, LEVELS_MAX, NodeView, Value, corrupt, encode_inline, encode_internal,
-    encode_out_of_line, entry_key, internal_entry, set_link0, shortest_separator,
+    EntryList, Geometry, LEVELS_MAX, NodeView, SLOT_BYTES, Value, corrupt, encode_inline,
+    encode_internal, encode_out_of_line, entry_key, insert_packed, internal_entry, set_link0,
+    shortest_separator,
 };
 use super::read::{check_key, check_level, read_value};
 use super::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
-/// A node on the path from the root, copied, with the index of the child the path took.
+/// An internal node on the path from the root, with the index of the child the path took. Its
+/// bytes are not kept: they are read again only when the update reaches it (a split or an
+/// underflow below it), which in one transaction gives the same version or aborts.
 struct Frame {
     addr: Addr,
-    bytes: Vec<u8>,
     index: usize,
+}
+
+/// The leaf at the end of the path, copied (the update rebuilds it).
+struct Leaf {
+    addr: Addr,
+    bytes: Vec<u8>,
 }
 
 /// A node's new content, not yet written.
@@ -77,30 +88,53 @@ fn check_value(value: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Reads the path from the root to `key`'s leaf. Returns the geometry, the internal nodes
-/// (root first) and the leaf.
+/// Reads the path from the root to `key`'s leaf: routes through each internal node in the read
+/// buffer (`Tx::read_with`, no copy kept) and copies the leaf. Returns the geometry, the
+/// internal nodes (root first) and the leaf.
 fn descend<C: Clock>(
     tx: &mut Tx<'_, C>,
     root: Addr,
     key: &[u8],
-) -> Result<(Geometry, Vec<Frame>, Frame), Error> {
+) -> Result<(Geometry, Vec<Frame>, Leaf), Error> {
     let mut path = Vec::new();
     let mut addr = root;
-    let mut bytes = tx.read_bytes(root)?;
-    let geo = Geometry::for_root(root, bytes.len())?;
-    let mut expect = None;
+    let mut geo: Option<Geometry> = None;
+    let mut expect: Option<u8> = None;
     for _ in 0..LEVELS_MAX {
+        if expect != Some(0) {
+            // An internal node, or the root (level not known yet; a leaf root is read twice).
+            let (g, next) = tx.read_with(addr, |b| {
+                let g = match geo {
+                    Some(g) => g,
+                    None => Geometry::for_root(addr, b.len())?,
+                };
+                let view = NodeView::parse(addr, b, g.node_bytes)?;
+                check_level(&view, expect)?;
+                if view.is_leaf() {
+                    return Ok::<_, Error>((g, None));
+                }
+                let index = view.route(key)?;
+                Ok((g, Some((index, view.child(index)?, view.header.level - 1))))
+            })??;
+            geo = Some(g);
+            if let Some((index, child, level)) = next {
+                path.push(Frame { addr, index });
+                addr = child;
+                expect = Some(level);
+                continue;
+            }
+        }
+        let bytes = tx.read_bytes(addr)?;
+        let geo = match geo {
+            Some(g) => g,
+            None => Geometry::for_root(root, bytes.len())?,
+        };
         let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
         check_level(&view, expect)?;
-        if view.is_leaf() {
-            return Ok((geo, path, Frame { addr, bytes, index: 0 }));
+        if !view.is_leaf() {
+            return Err(corrupt(addr, "a node routed as a leaf is not one"));
         }
-        let index = view.route(key)?;
-        let child = view.child(index)?;
-        expect = Some(view.header.level - 1);
-        path.push(Frame { addr, bytes, index });
-        addr = child;
-        bytes = tx.read_bytes(child)?;
+        return Ok((geo, path, Leaf { addr, bytes }));
     }
     Err(corrupt(root, "tree is deeper than the level limit"))
 }
@@ -142,14 +176,40 @@ pub(super) fn insert<C: Clock>(
     } else {
         encode_out_of_line(key, value.len(), tx.alloc_bytes(value)?)
     };
-    let mut node = Pending::of(&view)?;
-    if old.is_some() {
-        node.entries.replace(i, &entry);
-    } else {
-        node.entries.insert(i, &entry);
+    // The common case: a new entry that leaves the leaf within its fill bounds changes the
+    // leaf alone, so it is inserted into the copy as it is (the bytes a rebuild would give).
+    let used = view.used() + SLOT_BYTES + entry.len();
+    if old.is_none() && used <= geo.cap && (path.is_empty() || used >= geo.fill_min) {
+        let Leaf { addr, mut bytes } = leaf;
+        if insert_packed(addr, &mut bytes, geo.node_bytes, i, &entry)? {
+            tx.write_bytes(addr, &bytes)?;
+        } else {
+            rebuild_leaf(tx, &geo, path, Leaf { addr, bytes }, i, &entry, false)?;
+        }
+        return Ok(None);
     }
-    settle_path(tx, &geo, path, node)?;
+    rebuild_leaf(tx, &geo, path, leaf, i, &entry, old.is_some())?;
     Ok(old)
+}
+
+/// Rebuilds `leaf` with `entry` inserted as entry `i` (or replacing it) and settles the path.
+fn rebuild_leaf<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    geo: &Geometry,
+    path: Vec<Frame>,
+    leaf: Leaf,
+    i: usize,
+    entry: &[u8],
+    replace: bool,
+) -> Result<(), Error> {
+    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let mut node = Pending::of(&view)?;
+    if replace {
+        node.entries.replace(i, entry);
+    } else {
+        node.entries.insert(i, entry);
+    }
+    settle_path(tx, geo, path, node)
 }
 
 /// Removes `key`; returns its value.
@@ -195,10 +255,15 @@ fn settle_path<C: Clock>(
         let Some(parent) = path.pop() else {
             return settle_root(tx, geo, node);
         };
+        let child = node.addr;
         let Some(change) = settle(tx, geo, node)? else {
             return Ok(());
         };
-        let view = NodeView::parse(parent.addr, &parent.bytes, geo.node_bytes)?;
+        let bytes = tx.read_bytes(parent.addr)?;
+        let view = NodeView::parse(parent.addr, &bytes, geo.node_bytes)?;
+        if view.is_leaf() || view.child(parent.index)? != child {
+            return Err(corrupt(parent.addr, "a parent read again no longer routes to its child"));
+        }
         let mut up = Pending::of(&view)?;
         match change {
             Change::Split { sep, right } => {

@@ -417,7 +417,8 @@ impl<S: Participants> Tokens<S> {
 
 /// Step 2's requirement per written object: the version read, else not newer than `rts`.
 fn set_expectations(rts: Timestamp, reads: &ReadSet, writes: &mut WriteSet) {
-    let lookup = reads.lookup();
+    let probes = writes.entries().iter().filter(|e| e.kind != WriteKind::Alloc).count();
+    let lookup = reads.lookup(probes);
     for e in writes.entries_mut() {
         e.expect = match e.kind {
             WriteKind::Alloc => Expect::Free,

@@ -172,3 +172,19 @@ fn read_view_reads_in_place_buffered_and_old_versions() {
     tx.free(a).unwrap();
     assert_eq!(tx.read_view(a, |v| v.len()), Err(Error::NotAllocated { addr: a }));
 }
+
+#[test]
+fn prefetch_is_only_a_hint() {
+    let db = db();
+    let (a, b) = db.run(|tx| Ok::<_, Error>((tx.alloc(&[1u64; 32])?, tx.alloc(&0u64)?))).unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.write(b, &1u64).unwrap();
+    // Any address: an object, the null address, one inside an object, one in no region.
+    for addr in [a, Addr::NULL, Addr::from_raw(a.to_raw() + 8), Addr::new(u16::MAX, 64)] {
+        tx.prefetch(addr);
+    }
+    // Nothing was read into the transaction: a write to `a` does not fail its validation.
+    db.run(|w| w.write(a, &[2u64; 32])).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(db.run(|tx| tx.read::<[u64; 32]>(a)).unwrap(), [2; 32]);
+}
