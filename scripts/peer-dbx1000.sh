@@ -78,7 +78,9 @@ build() { # $1 = SILO | TICTOC
 silo="$(build SILO)"
 tictoc="$(build TICTOC)"
 cargo build --release --quiet -p ordo-cli
-ordo="$(pwd)/${CARGO_TARGET_DIR:-target}/release/ordo"
+target_dir="${CARGO_TARGET_DIR:-target}"
+case "$target_dir" in /*) ;; *) target_dir="$(pwd)/$target_dir" ;; esac
+ordo="$target_dir/release/ordo"
 
 mkdir -p "$(dirname "$out")"
 jsonl="$out.jsonl"
