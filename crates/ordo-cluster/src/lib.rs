@@ -14,6 +14,7 @@
 //! | [`auth`] | the mutual HMAC challenge over the cluster secret |
 //! | [`transport`] | tokio TCP: one connection per peer, bounded queues, request/response |
 //! | [`lease`] | lease bookkeeping (FaRMv2 §4.3) |
+//! | [`failover`] | the next configuration after a suspicion, and what the reconfiguration round does with the clocks (FaRMv2 Fig. 6) |
 //! | [`metrics`] | per-node metrics, Prometheus text |
 //! | [`owners`] | the remote participant: READ, LOCK, VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT to the nodes holding each region |
 //! | [`node`] | a running node: its engine (primaries and backups), network task, lease, clock-sync and OAT thread, configuration watch |
@@ -63,6 +64,7 @@ pub mod client;
 pub mod config;
 pub mod etcd;
 pub mod etcd_server;
+pub mod failover;
 pub mod lease;
 pub mod local;
 pub mod loopback;
