@@ -46,8 +46,17 @@
 //! after their timeout. The first sync after a disable clears all previous sync state (§4.3: "on
 //! the first successful synchronization, a non-CM clears all previous synchronization state") and
 //! enables the clock. A sync begun before a `disable` is refused ([`SyncError::Stale`]): each
-//! [`SyncStart`] carries the clock's generation, which `disable` bumps. Re-enabling a *master*
-//! at a fast-forwarded time is the failover protocol's business and is not here.
+//! [`SyncStart`] carries the clock's generation, which `disable` bumps.
+//!
+//! # Failover (FaRMv2 §4.3, Fig. 6)
+//! The clock keeps FF, the last fast-forward point it knows. NEW-CONFIG disables it and raises
+//! FF to its current upper bound ([`SyncedClock::disable_for_reconfiguration`]); ADVANCE raises
+//! FF and records `FF + elapsed·(1 + ε)` as the upper bound of the new master's time
+//! ([`SyncedClock::advance`]); the new master is enabled reading exactly FF
+//! ([`SyncedClock::enable_master_at`]: a signed offset on its local clock, published with the
+//! master flag in the same snapshot), and a master named follower by a later configuration
+//! stops ([`SyncedClock::become_follower`]). The protocol that calls these is
+//! `ordo_cluster::failover`.
 //!
 //! # Concurrency
 //! `now()` is on every transaction's hot path. The state readers need — the enabled flag and the
@@ -304,8 +313,9 @@ struct Writer {
     /// This clock is the clock master (it can become one, or stop being one, in failover).
     master: bool,
     /// A master's time is its local reading plus this (set when it was enabled at a
-    /// fast-forward point, FaRMv2 §4.3; 0 for a master from the start).
-    master_offset_nanos: u64,
+    /// fast-forward point, FaRMv2 §4.3, so that it read exactly FF then — negative when its
+    /// local clock was ahead of FF; 0 for a master from the start).
+    master_offset_nanos: i64,
     /// FF: the last time the cluster's clocks were fast-forwarded to, as this clock knows it
     /// (raised by `disable_for_reconfiguration`, `advance` and `enable_master_at`).
     ff_nanos: u64,
@@ -328,7 +338,7 @@ impl Writer {
         let mut words = [0; WORDS];
         words[W_ENABLED] = u64::from(self.enabled);
         words[W_MASTER] = u64::from(self.master);
-        words[W_MASTER_OFFSET] = self.master_offset_nanos;
+        words[W_MASTER_OFFSET] = self.master_offset_nanos as u64; // two's complement, undone on reading
         if let Some(lower) = self.lower {
             words[W_LOWER_CM_LO] = lower.cm.lo().as_nanos();
             words[W_LOWER_RECV_HI] = lower.recv.hi().as_nanos();
@@ -574,7 +584,7 @@ impl<L: Clock> SyncedClock<L> {
         let local = self.local.now();
         let mut w = self.lock_writer();
         let upper = if w.master {
-            Some(local.hi().as_nanos().saturating_add(w.master_offset_nanos))
+            Some(local.hi().as_nanos().saturating_add_signed(w.master_offset_nanos))
         } else {
             w.upper.map(|u| u.upper_at(local, self.drift_bound_ppm))
         };
@@ -593,9 +603,22 @@ impl<L: Clock> SyncedClock<L> {
 
     /// ADVANCE of clock-master failover: raises FF to `ff` (never lowers it). The clock stays
     /// disabled; a follower is enabled by its first sync with the new master.
+    ///
+    /// ADVANCE is also a bound on the new master's time: it enables its clock at `[FF, FF]`
+    /// only after this member acknowledged, so at any later local reading `T` its time is at
+    /// most `FF + (T − now)(1 + ε)` — the upper bound of a sync whose request left now and
+    /// whose reply read `FF`. That becomes the sync state's upper half (the old master's is
+    /// of no use any more), so a NEW-CONFIG that finds the new master dead before this member
+    /// ever synced with it still raises FF past every timestamp that master handed out.
     pub fn advance(&self, ff: Timestamp) {
+        let local = self.local.now();
         let mut w = self.lock_writer();
         w.ff_nanos = w.ff_nanos.max(ff.as_nanos());
+        if !w.master {
+            let at = Timestamp::from_nanos(w.ff_nanos);
+            w.upper = Some(Sample { send: local, cm: Interval::new(at, at), recv: local });
+            w.lower = None;
+        }
     }
 
     /// FF as this clock knows it (0 before any failover).
@@ -606,21 +629,26 @@ impl<L: Clock> SyncedClock<L> {
     /// The new clock master enables its clock at `[FF, FF]` (FaRMv2 Fig. 6, after every
     /// ADVANCE-ACK): FF is raised to `ff` and to this clock's own upper bound now, and the
     /// clock becomes an enabled master whose time is its local reading shifted so that it
-    /// reads FF now (never shifted back: a local clock already past FF is used as it is).
+    /// reads FF now — shifted back too when its local clock is ahead of FF, because the
+    /// members bound this master's time by FF plus their elapsed time ([`SyncedClock::advance`]).
     /// Every later reading is therefore above every timestamp any clock of the old
     /// configuration handed out before it was disabled. Sync state is cleared. Returns FF.
     pub fn enable_master_at(&self, ff: Timestamp) -> Timestamp {
         let local = self.local.now();
         let mut w = self.lock_writer();
         let own_upper = if w.master {
-            Some(local.hi().as_nanos().saturating_add(w.master_offset_nanos))
+            Some(local.hi().as_nanos().saturating_add_signed(w.master_offset_nanos))
         } else {
             w.upper.map(|u| u.upper_at(local, self.drift_bound_ppm))
         };
         let ff = w.ff_nanos.max(ff.as_nanos()).max(own_upper.unwrap_or(0));
         w.ff_nanos = ff;
         w.master = true;
-        w.master_offset_nanos = ff.saturating_sub(local.lo().as_nanos());
+        // Exactly FF now, also when the local clock is ahead: the members' ADVANCE bounds
+        // (`advance`) assume this master's time starts at FF.
+        let shift = i128::from(ff) - i128::from(local.lo().as_nanos());
+        w.master_offset_nanos =
+            i64::try_from(shift).unwrap_or(if shift < 0 { i64::MIN } else { i64::MAX });
         w.lower = None;
         w.upper = None;
         w.drift.reset();
@@ -638,7 +666,7 @@ impl<L: Clock> SyncedClock<L> {
         let local = self.local.now();
         let mut w = self.lock_writer();
         if w.master {
-            let upper = local.hi().as_nanos().saturating_add(w.master_offset_nanos);
+            let upper = local.hi().as_nanos().saturating_add_signed(w.master_offset_nanos);
             w.ff_nanos = w.ff_nanos.max(upper);
         }
         w.master = false;
@@ -726,10 +754,10 @@ impl<L: Clock> SyncedClock<L> {
         // After the snapshot (module docs, Concurrency): T is later than the syncs' readings.
         let local = self.local.now();
         if words[W_MASTER] != 0 {
-            let offset = words[W_MASTER_OFFSET];
+            let offset = words[W_MASTER_OFFSET] as i64;
             let synced = Interval::new(
-                Timestamp::from_nanos(local.lo().as_nanos().saturating_add(offset)),
-                Timestamp::from_nanos(local.hi().as_nanos().saturating_add(offset)),
+                Timestamp::from_nanos(local.lo().as_nanos().saturating_add_signed(offset)),
+                Timestamp::from_nanos(local.hi().as_nanos().saturating_add_signed(offset)),
             );
             return Some(Reading { synced, local, master: true });
         }

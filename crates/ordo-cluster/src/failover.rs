@@ -36,6 +36,8 @@
 
 use std::collections::BTreeSet;
 
+use ordo_clock::{Clock, SyncedClock, Timestamp};
+
 use crate::config::{ClusterConfig, ConfigError, NodeId, RegionPlacement};
 
 /// Why no next configuration can be made.
@@ -64,7 +66,9 @@ pub enum FailoverError {
         initiator: NodeId,
     },
     /// A non-CM tried to remove members while the CM survives.
-    #[error("configuration {seq}: only the CM ({cm}) removes members while it is alive, not {initiator}")]
+    #[error(
+        "configuration {seq}: only the CM ({cm}) removes members while it is alive, not {initiator}"
+    )]
     NotCm {
         /// The current configuration's sequence number.
         seq: u64,
@@ -174,10 +178,283 @@ pub fn plan(
     Ok(Plan { next, cm_changed: cm_removed, lease_wait, promoted, degraded })
 }
 
+/// The other members as the initiator of a reconfiguration round sees them: the seam between
+/// the round ([`run_round`]) and how its messages travel (TCP in a node, direct calls in tests
+/// and simulation).
+pub trait RoundMembers {
+    /// NEW-CONFIG to `member`; returns the FF of its NEW-CONFIG-ACK ([`on_new_config`]).
+    fn new_config(
+        &self,
+        member: NodeId,
+        next: &ClusterConfig,
+        cm_changed: bool,
+    ) -> Result<Timestamp, RoundError>;
+    /// CONFIG-COMMIT to `member`: it adopts configuration `seq`.
+    fn config_commit(&self, member: NodeId, seq: u64) -> Result<(), RoundError>;
+    /// ADVANCE to `member`; returns once it acknowledged ([`on_advance`]).
+    fn advance(&self, member: NodeId, seq: u64, ff: Timestamp) -> Result<(), RoundError>;
+    /// Waits one lease period (the longest lease any member holds).
+    fn wait_lease(&self);
+}
+
+/// A member did not take part in a round; the initiator suspects it too and plans again.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("configuration {seq}: member {member} failed {step}: {reason}")]
+pub struct RoundError {
+    /// The configuration being installed.
+    pub seq: u64,
+    /// The member.
+    pub member: NodeId,
+    /// The message (`NEW-CONFIG`, `CONFIG-COMMIT`, `ADVANCE`).
+    pub step: &'static str,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// Steps of the round the negative tests leave out, to show the tests catch each one (the
+/// pattern of the engine's `shortcuts`). Never set outside tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoundShortcuts {
+    /// Skip the lease-expiry wait.
+    pub skip_lease_wait: bool,
+    /// Skip ADVANCE: the new CM enables its clock without telling anyone FF.
+    pub skip_advance: bool,
+}
+
+/// What a round did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundOutcome {
+    /// The FF the new CM enabled its clock at (`None` when the CM did not change).
+    pub ff: Option<Timestamp>,
+    /// NEW-CONFIG-ACKs received.
+    pub acks: usize,
+}
+
+/// A member's answer to NEW-CONFIG (FaRMv2 Fig. 6): when the CM changes it disables its clock
+/// and raises FF to its upper bound; it returns FF either way.
+pub fn on_new_config<L: Clock>(clock: &SyncedClock<L>, cm_changed: bool) -> Timestamp {
+    if cm_changed { clock.disable_for_reconfiguration() } else { clock.fast_forward_point() }
+}
+
+/// A member's handling of ADVANCE: FF is raised, so that should it become CM next it starts
+/// above every timestamp the CM that sent it could hand out.
+pub fn on_advance<L: Clock>(clock: &SyncedClock<L>, ff: Timestamp) {
+    clock.advance(ff);
+}
+
+/// Runs steps 2–6 of the module docs on the initiator `me`, whose clock is `clock`, once
+/// `plan.next` is installed in etcd (step 1). When the CM does not change the clocks are not
+/// touched: NEW-CONFIG, then CONFIG-COMMIT.
+///
+/// # Errors
+/// The first member that failed a step; the initiator's clock then stays disabled (it hands
+/// out no time until a later round enables it).
+pub fn run_round<L: Clock>(
+    me: NodeId,
+    clock: &SyncedClock<L>,
+    plan: &Plan,
+    members: &impl RoundMembers,
+    shortcuts: RoundShortcuts,
+) -> Result<RoundOutcome, RoundError> {
+    let next = &plan.next;
+    let others: Vec<NodeId> = next.members.iter().map(|m| m.id).filter(|&id| id != me).collect();
+    let mut ff = plan.cm_changed.then(|| clock.disable_for_reconfiguration());
+    for &member in &others {
+        let theirs = members.new_config(member, next, plan.cm_changed)?;
+        ff = ff.map(|f| f.max(theirs));
+    }
+    if plan.lease_wait && !shortcuts.skip_lease_wait {
+        members.wait_lease();
+    }
+    for &member in &others {
+        members.config_commit(member, next.seq)?;
+    }
+    let Some(ff) = ff else {
+        return Ok(RoundOutcome { ff: None, acks: others.len() });
+    };
+    // Raised to the new CM's own upper bound after the wait, as the paper says; the clock
+    // does the same again when enabled.
+    clock.advance(ff);
+    let ff = clock.disable_for_reconfiguration().max(ff);
+    if !shortcuts.skip_advance {
+        for &member in &others {
+            members.advance(member, next.seq, ff)?;
+        }
+    }
+    let ff = clock.enable_master_at(ff);
+    Ok(RoundOutcome { ff: Some(ff), acks: others.len() })
+}
+
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+    use std::collections::BTreeMap;
+
+    use ordo_clock::{DEFAULT_START_NANOS, SkewedClock, SyncOptions, TimeSource};
+
     use super::*;
     use crate::config::Member;
+
+    const MILLI: u64 = 1_000_000;
+    const LEASE_NANOS: u64 = 10 * MILLI;
+
+    type TestClock = SyncedClock<SkewedClock>;
+
+    /// Members reached by direct calls; the lease wait moves virtual time.
+    struct InProcess<'a> {
+        clocks: &'a BTreeMap<NodeId, TestClock>,
+        source: &'a TimeSource,
+        dead: BTreeSet<NodeId>,
+        lease_waits: Cell<u32>,
+    }
+
+    impl RoundMembers for InProcess<'_> {
+        fn new_config(
+            &self,
+            member: NodeId,
+            next: &ClusterConfig,
+            cm_changed: bool,
+        ) -> Result<Timestamp, RoundError> {
+            if self.dead.contains(&member) {
+                return Err(RoundError {
+                    seq: next.seq,
+                    member,
+                    step: "NEW-CONFIG",
+                    reason: "dead".into(),
+                });
+            }
+            Ok(on_new_config(&self.clocks[&member], cm_changed))
+        }
+
+        fn config_commit(&self, _member: NodeId, _seq: u64) -> Result<(), RoundError> {
+            Ok(())
+        }
+
+        fn advance(&self, member: NodeId, _seq: u64, ff: Timestamp) -> Result<(), RoundError> {
+            on_advance(&self.clocks[&member], ff);
+            Ok(())
+        }
+
+        fn wait_lease(&self) {
+            self.lease_waits.set(self.lease_waits.get() + 1);
+            self.source.advance(LEASE_NANOS);
+        }
+    }
+
+    /// A timestamp as `get_ts` returns it: the upper bound of a reading, once the clock's
+    /// lower bound has passed it (virtual time is moved until it has).
+    fn get_ts(clock: &TestClock, source: &TimeSource) -> Timestamp {
+        let upper = clock.now().hi();
+        while clock.now().lo() <= upper {
+            source.advance(1_000);
+        }
+        upper
+    }
+
+    /// Five clocks over one virtual time source: the CM (1) and four followers. Node 2 synced
+    /// with a 40 ms round trip, so its interval is wide and its upper bound far ahead of the
+    /// CM's time; the others synced tightly. Every local clock is offset from the CM's.
+    fn five_clocks(source: &TimeSource) -> BTreeMap<NodeId, TestClock> {
+        let options = SyncOptions::default();
+        let local = |offset: i64| SkewedClock::new(source.clone(), offset, 0, 100);
+        let mut clocks = BTreeMap::new();
+        clocks.insert(1, SyncedClock::master(local(0), options));
+        for (id, offset) in [(2, 300 * MILLI as i64), (3, -500 * MILLI as i64), (4, 7), (5, -7)] {
+            clocks.insert(id, SyncedClock::follower(local(offset), options));
+        }
+        let start = clocks[&2].begin_sync();
+        source.advance(20 * MILLI);
+        let reply = clocks[&1].master_time().unwrap();
+        source.advance(20 * MILLI);
+        clocks[&2].finish_sync(start, reply).unwrap();
+        for id in 3..=5 {
+            clocks[&id].sync_with(&clocks[&1]).unwrap();
+        }
+        clocks
+    }
+
+    /// The CM dies and node 2 takes over, hands out timestamps, and dies at once; node 3 takes
+    /// over from it. Returns the largest timestamp before node 2's reign, the largest node 2
+    /// handed out, and the smallest node 3 hands out.
+    fn two_failovers(shortcuts: RoundShortcuts) -> (Timestamp, Timestamp, Timestamp) {
+        let source = TimeSource::virtual_at(DEFAULT_START_NANOS);
+        let clocks = five_clocks(&source);
+        let first = cluster(5, 2);
+        let before = (1..=5).map(|id| get_ts(&clocks[&id], &source)).max().unwrap();
+
+        let members = |dead: &[NodeId]| InProcess {
+            clocks: &clocks,
+            source: &source,
+            dead: set(dead),
+            lease_waits: Cell::new(0),
+        };
+        let p1 = plan(&first, &set(&[1]), 2).unwrap();
+        let r1 = run_round(2, &clocks[&2], &p1, &members(&[1]), shortcuts).unwrap();
+        assert_eq!(r1.acks, 3);
+        let reign: Vec<Timestamp> = (0..5).map(|_| get_ts(&clocks[&2], &source)).collect();
+        let last_of_2 = *reign.iter().max().unwrap();
+
+        let p2 = plan(&p1.next, &set(&[2]), 3).unwrap();
+        let r2 =
+            run_round(3, &clocks[&3], &p2, &members(&[1, 2]), RoundShortcuts::default()).unwrap();
+        assert!(r2.ff >= r1.ff);
+        for id in [4, 5] {
+            clocks[&id].sync_with(&clocks[&3]).unwrap();
+        }
+        let first_of_3 = (3..=5).map(|id| get_ts(&clocks[&id], &source)).min().unwrap();
+        (before, last_of_2, first_of_3)
+    }
+
+    #[test]
+    fn timestamps_increase_across_two_clock_master_failovers() {
+        let (before, last_of_2, first_of_3) = two_failovers(RoundShortcuts::default());
+        assert!(before < last_of_2, "{before:?} then {last_of_2:?}");
+        assert!(last_of_2 < first_of_3, "node 2 gave {last_of_2:?}, node 3 then {first_of_3:?}");
+    }
+
+    /// Without ADVANCE node 2's FF — its own wide upper bound — reaches nobody, so node 3 starts
+    /// its reign below timestamps node 2 handed out: time goes backwards.
+    #[test]
+    fn skipping_advance_lets_time_go_backwards() {
+        let shortcuts = RoundShortcuts { skip_advance: true, ..RoundShortcuts::default() };
+        let (_, last_of_2, first_of_3) = two_failovers(shortcuts);
+        assert!(
+            first_of_3 < last_of_2,
+            "the shortcut should be caught: node 2 gave {last_of_2:?}, node 3 then {first_of_3:?}"
+        );
+    }
+
+    #[test]
+    fn the_cm_and_another_removed_waits_one_lease_with_clocks_disabled() {
+        let source = TimeSource::virtual_at(DEFAULT_START_NANOS);
+        let clocks = five_clocks(&source);
+        let p = plan(&cluster(5, 2), &set(&[1, 2]), 3).unwrap();
+        let members = InProcess {
+            clocks: &clocks,
+            source: &source,
+            dead: set(&[1, 2]),
+            lease_waits: Cell::new(0),
+        };
+        let started = source.now();
+        let r = run_round(3, &clocks[&3], &p, &members, RoundShortcuts::default()).unwrap();
+        assert_eq!(members.lease_waits.get(), 1);
+        assert!(source.now().nanos_since(started) >= LEASE_NANOS);
+        assert_eq!(clocks[&3].now().lo(), r.ff.unwrap());
+        for id in [4, 5] {
+            assert!(!clocks[&id].is_enabled(), "followers wait for their first sync");
+            assert_eq!(clocks[&id].fast_forward_point(), r.ff.unwrap());
+        }
+        let skipped = RoundShortcuts { skip_lease_wait: true, ..RoundShortcuts::default() };
+        let p = plan(&p.next, &set(&[4]), 3).unwrap();
+        let members = InProcess { dead: set(&[1, 2, 4]), lease_waits: Cell::new(0), ..members };
+        let r = run_round(3, &clocks[&3], &p, &members, skipped).unwrap();
+        assert_eq!((members.lease_waits.get(), r.ff), (0, None), "the CM stayed: no clock change");
+        // A member that does not answer NEW-CONFIG fails the round, naming it.
+        let p = plan(&cluster(5, 2), &set(&[1]), 3).unwrap();
+        let e = run_round(3, &clocks[&3], &p, &members, RoundShortcuts::default()).unwrap_err();
+        assert_eq!((e.member, e.step), (2, "NEW-CONFIG"));
+        assert!(!clocks[&3].is_enabled(), "a failed round leaves the initiator's clock disabled");
+    }
 
     fn cluster(n: u64, backups: usize) -> ClusterConfig {
         let members =
@@ -229,10 +506,7 @@ mod tests {
     #[test]
     fn refusals_name_the_rule() {
         let current = cluster(3, 1);
-        assert_eq!(
-            plan(&current, &set(&[]), 1),
-            Err(FailoverError::NothingRemoved { seq: 1 })
-        );
+        assert_eq!(plan(&current, &set(&[]), 1), Err(FailoverError::NothingRemoved { seq: 1 }));
         assert_eq!(
             plan(&current, &set(&[9]), 1),
             Err(FailoverError::NotAMember { seq: 1, node: 9 })
