@@ -53,6 +53,15 @@
 //! primaries do not log (FaRM's design). A member's directory reopened on its own recovers the
 //! regions it backed up.
 //!
+//! Built (Cluster III, first step): [`failover::plan`] — the next configuration after a
+//! suspicion by FaRM's rules (majority, CM-only removal of non-CMs, backup promotion, a region
+//! that would lose every replica refused) — and [`failover::run_round`], the reconfiguration
+//! round of FaRMv2 Fig. 6 (NEW-CONFIG/ACK, lease wait, CONFIG-COMMIT, ADVANCE, the new CM
+//! enabled at `[FF, FF]`) over the [`failover::RoundMembers`] seam, with the clock's failover
+//! roles in [`ordo_clock::SyncedClock`]. Tested in process on virtual clocks, including two
+//! failovers in a row and the negative test that skipping ADVANCE makes time go backwards.
+//! They are not yet driven by a node's lease expiry nor carried on the wire.
+//!
 //! Not yet: moving regions or growing the region map; rejoining a cluster from a member's files;
 //! and (Cluster III) suspicion acted on — reconfiguration, clock-master failover with
 //! fast-forward, transaction recovery (locks a dead coordinator held stay held until then) —
