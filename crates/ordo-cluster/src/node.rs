@@ -20,7 +20,9 @@
 //! # Invariants
 //! * The sequence number a node works under never decreases.
 //! * A non-CM's clock stays disabled until its first successful synchronisation with the CM
-//!   (the [`SyncedClock`] follower rule); the CM's clock is its local clock.
+//!   (the [`SyncedClock`] follower rule), and is disabled again when its lease with the CM
+//!   expires (until a sync succeeds): a member cut off from the CM hands out no time. The CM's
+//!   clock is its local clock.
 //! * A lease request or sync for another configuration sequence is refused (typed `Error` reply).
 //! * The CM named by the configuration a node started with stays its CM: changing it is
 //!   failover (Cluster III); a configuration naming another CM is adopted and reported.
@@ -1051,6 +1053,7 @@ fn check_leases(shared: &NodeShared, now: Instant) {
         let expired = leases.check(now);
         (expired, leases.suspects().len())
     };
+    let cm = shared.config().cm;
     for e in &expired {
         tracing::warn!(
             node = shared.id,
@@ -1058,6 +1061,18 @@ fn check_leases(shared: &NodeShared, now: Instant) {
             silent_ms = e.silent_for.as_millis() as u64,
             "lease expired: peer suspected (failover acts on this in a later step)"
         );
+        if e.peer == cm && !shared.is_cm() {
+            // A member that lost its lease with the CM hands out no more time (FaRMv2 §4.3):
+            // a new CM waits one lease period for exactly this before it fast-forwards. The
+            // next successful sync with the CM enables the clock again.
+            let ff = shared.clock.disable_for_reconfiguration();
+            tracing::warn!(
+                node = shared.id,
+                cm,
+                ff = ff.as_nanos(),
+                "clock disabled: the lease with the CM expired"
+            );
+        }
     }
     shared.metrics.lease_expiries.fetch_add(expired.len() as u64, Ordering::Relaxed);
     shared.metrics.suspects.store(suspects as u64, Ordering::Relaxed);

@@ -257,6 +257,21 @@ fn an_unrenewed_lease_is_reported_within_two_periods_and_etcd_loss_is_survived()
     assert!(nodes[1].clock().is_enabled());
     assert_eq!(nodes[1].config().seq, 1);
     assert!(nodes[1].suspects().is_empty(), "the CM's lease is still renewed");
+
+    // The CM stops: node 2 suspects it within two periods and stops handing out time — the
+    // fence a new CM's lease wait relies on (FaRMv2 §4.3).
+    let cm = nodes.remove(0);
+    cm.shutdown();
+    let stopped_at = Instant::now();
+    wait_for("the CM suspected", lease * 10, || nodes[0].suspects().contains(&1));
+    wait_for("node 2's clock disabled", lease * 2, || !nodes[0].clock().is_enabled());
+    assert!(
+        stopped_at.elapsed() <= lease * 3,
+        "fenced {:?} after the CM stopped",
+        stopped_at.elapsed()
+    );
+    assert!(nodes[0].clock().try_get_ts(Duration::from_millis(50)).is_err());
+    assert!(nodes[0].clock().fast_forward_point() > ordo_clock::Timestamp::ZERO);
 }
 
 #[test]
