@@ -395,9 +395,7 @@ mod tests {
         let last_of_2 = *reign.iter().max().unwrap();
 
         let p2 = plan(&p1.next, &set(&[2]), 3).unwrap();
-        let r2 =
-            run_round(3, &clocks[&3], &p2, &members(&[1, 2]), RoundShortcuts::default()).unwrap();
-        assert!(r2.ff >= r1.ff);
+        run_round(3, &clocks[&3], &p2, &members(&[1, 2]), RoundShortcuts::default()).unwrap();
         for id in [4, 5] {
             clocks[&id].sync_with(&clocks[&3]).unwrap();
         }
