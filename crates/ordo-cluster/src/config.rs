@@ -164,6 +164,13 @@ pub struct NodeConfig {
     /// OS: survives a crash of the process, not of the machine). Needs `data_dir`.
     #[serde(default)]
     pub durability: Option<DurabilityChoice>,
+    /// Act on a lease expiry (FaRMv2 §4.3): the CM removes a suspected member, a member that
+    /// suspects the CM takes over as CM, clocks are fast-forwarded (`crate::failover`). Off by
+    /// default while transaction recovery is not built: a backup promoted to primary does not
+    /// yet resolve the transactions it holds untruncated, nor are a dead coordinator's locks
+    /// released.
+    #[serde(default)]
+    pub failover: bool,
 }
 
 /// How a node's backups make their parts durable.
@@ -238,6 +245,7 @@ impl NodeConfig {
             network_threads: default_network_threads(),
             data_dir: None,
             durability: None,
+            failover: false,
         }
     }
 

@@ -38,6 +38,7 @@ use ordo_clock::{Clock, Interval, SyncOptions, SyncedClock};
 use crate::auth::Secret;
 use crate::config::{ClusterConfig, ConfigError, NodeConfig, NodeId};
 use crate::etcd::{Backoff, ConfigStore, EtcdError};
+use crate::failover::{self, RoundError, RoundMembers, RoundShortcuts};
 use crate::lease::LeaseTable;
 use crate::metrics::NodeMetrics;
 use crate::owners::{LocalBackup, Placement, RemoteOwners};
@@ -138,6 +139,33 @@ pub struct NodeShared {
     owners_pool: Arc<PeerPool>,
     /// On the CM: the oldest active timestamp each member and client last reported.
     oats: Mutex<std::collections::HashMap<u64, (u64, Instant)>>,
+    /// The configuration of a NEW-CONFIG this node acknowledged, until its CONFIG-COMMIT.
+    pending: Mutex<Option<ClusterConfig>>,
+    /// Where the configuration is swapped (etcd source only; none: no failover).
+    store: Option<ConfigStore>,
+    /// The network runtime (the failover thread makes its calls on it).
+    net: tokio::runtime::Handle,
+    secret: Secret,
+    limits: Limits,
+    /// A reconfiguration this node initiated is running.
+    reconfiguring: AtomicBool,
+    /// The last reconfiguration this node initiated.
+    last_failover: Mutex<Option<FailoverReport>>,
+}
+
+/// What a reconfiguration this node initiated did (FaRMv2 Table 1's figures).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailoverReport {
+    /// The configuration installed.
+    pub seq: u64,
+    /// The members removed.
+    pub removed: Vec<NodeId>,
+    /// The CM changed (clocks were fast-forwarded).
+    pub cm_changed: bool,
+    /// How long this node's clock was disabled (zero when the CM did not change).
+    pub clock_disabled: Duration,
+    /// From the decision to reconfigure to the end of the round.
+    pub total: Duration,
 }
 
 impl LocalBackup for NodeShared {
@@ -191,15 +219,19 @@ impl NodeShared {
                 "this node was removed from the configuration"
             );
         }
-        if next.cm != guard.cm {
-            tracing::warn!(
+        let cm_changed = next.cm != guard.cm;
+        if cm_changed {
+            tracing::info!(
                 node = self.id,
                 old_cm = guard.cm,
                 new_cm = next.cm,
                 seq = next.seq,
-                "the configuration names a new CM; clock-master failover is not implemented yet, \
-                 this node keeps synchronising with the CM it started with"
+                "the configuration names a new CM"
             );
+            if guard.cm == self.id && next.cm != self.id {
+                // No longer the clock master: stop handing out time until synced with the new one.
+                self.clock.become_follower();
+            }
         }
         tracing::info!(node = self.id, seq = next.seq, "adopted cluster configuration");
         self.metrics.config_seq.store(next.seq, Ordering::Relaxed);
@@ -213,10 +245,47 @@ impl NodeShared {
         }
         let peers: Vec<NodeId> =
             next.members.iter().map(|m| m.id).filter(|&p| p != self.id).collect();
+        let (cm, me) = (next.cm, self.id);
+        let non_cms: Vec<NodeId> = next.non_cms().map(|m| m.id).collect();
         *guard = next;
         drop(guard);
-        self.leases().retain(&peers);
+        let mut leases = self.leases();
+        leases.retain(&peers);
+        if cm_changed {
+            // The new lease partners get a grace period to connect and renew.
+            let grace = Instant::now() + self.file.lease() * 4;
+            if cm == me {
+                for id in non_cms {
+                    leases.expect(id, grace);
+                }
+            } else {
+                leases.retain(&[cm]);
+                leases.expect(cm, grace);
+            }
+        }
         true
+    }
+}
+
+impl NodeShared {
+    /// A configuration seen in etcd. Without failover it is adopted; with failover the
+    /// reconfiguration round adopts it (CONFIG-COMMIT), after NEW-CONFIG prepared the clocks,
+    /// so the watch only adopts a configuration that leaves the CM and the region map as they
+    /// are (membership changes of other kinds, made by hand).
+    fn adopt_watched(&self, next: ClusterConfig) {
+        if self.file.failover {
+            let current = self.config();
+            if next.seq > current.seq && (next.cm != current.cm || next.regions != current.regions)
+            {
+                tracing::debug!(
+                    node = self.id,
+                    seq = next.seq,
+                    "configuration seen in etcd; waiting for its CONFIG-COMMIT"
+                );
+                return;
+            }
+        }
+        self.adopt(next);
     }
 }
 
@@ -392,6 +461,68 @@ impl Handler for NodeHandler {
             }
             Body::Truncate { truncate, discard } => {
                 s.truncate_all(from, &truncate, &discard);
+                Body::Done { flag: true }
+            }
+            Body::NewConfig { seq, json } => {
+                let next = match ClusterConfig::from_json(json.as_bytes()) {
+                    Ok(next) if next.seq == seq => next,
+                    Ok(next) => {
+                        return error_reply(
+                            codes::BAD_REQUEST,
+                            format!("NEW-CONFIG {seq} carries configuration {}", next.seq),
+                        );
+                    }
+                    Err(e) => return error_reply(codes::BAD_REQUEST, format!("NEW-CONFIG: {e}")),
+                };
+                let current = s.config();
+                if seq <= current.seq {
+                    return error_reply(
+                        codes::WRONG_CONFIG,
+                        format!("NEW-CONFIG {seq}; this node is at {}", current.seq),
+                    );
+                }
+                if next.member(s.id).is_none() {
+                    return error_reply(
+                        codes::NOT_A_MEMBER,
+                        format!("node {} is not in {seq}", s.id),
+                    );
+                }
+                if next.cm != from {
+                    return error_reply(
+                        codes::BAD_REQUEST,
+                        format!("NEW-CONFIG {seq} from {from}, but it names CM {}", next.cm),
+                    );
+                }
+                let ff = failover::on_new_config(&s.clock, next.cm != current.cm);
+                *s.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(next);
+                Body::NewConfigAck { seq, ff: ff.as_nanos() }
+            }
+            Body::ConfigCommit { seq } => {
+                let next = {
+                    let mut pending = s.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    match pending.take() {
+                        Some(next) if next.seq == seq && next.cm == from => next,
+                        other => {
+                            *pending = other;
+                            return error_reply(
+                                codes::WRONG_CONFIG,
+                                format!("CONFIG-COMMIT {seq} from {from} without its NEW-CONFIG"),
+                            );
+                        }
+                    }
+                };
+                s.adopt(next);
+                Body::Done { flag: true }
+            }
+            Body::Advance { seq, ff } => {
+                let config = s.config();
+                if config.seq != seq || config.cm != from {
+                    return error_reply(
+                        codes::WRONG_CONFIG,
+                        format!("ADVANCE {seq} from {from}; this node is at {}", config.seq),
+                    );
+                }
+                failover::on_advance(&s.clock, ordo_clock::Timestamp::from_nanos(ff));
                 Body::Done { flag: true }
             }
             Body::ConfigRequest => Body::ConfigReply {
@@ -628,6 +759,13 @@ impl Node {
             metrics,
             leases: Mutex::new(leases),
             stopping: AtomicBool::new(false),
+            pending: Mutex::new(None),
+            store: store.clone(),
+            net: runtime.handle().clone(),
+            secret: secret.clone(),
+            limits,
+            reconfiguring: AtomicBool::new(false),
+            last_failover: Mutex::new(None),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -736,6 +874,11 @@ impl Node {
     /// Peers whose lease this node currently reports expired.
     pub fn suspects(&self) -> Vec<NodeId> {
         self.shared.leases().suspects()
+    }
+
+    /// The last reconfiguration this node initiated, if any.
+    pub fn last_failover(&self) -> Option<FailoverReport> {
+        self.shared.last_failover.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The lease table (for tests and the status table).
@@ -853,7 +996,7 @@ async fn watch_config(shared: Arc<NodeShared>, store: ConfigStore) {
                     for event in resp.events() {
                         if let Some(kv) = event.kv() {
                             match ClusterConfig::from_json(kv.value()) {
-                                Ok(config) => { shared.adopt(config); }
+                                Ok(config) => { shared.adopt_watched(config); }
                                 Err(e) => tracing::warn!(error = %e, "ignoring an invalid configuration in etcd"),
                             }
                         }
@@ -867,7 +1010,7 @@ async fn watch_config(shared: Arc<NodeShared>, store: ConfigStore) {
                 Ok(Some(config)) => {
                     set_connected(true, &mut connected, None);
                     backoff = Backoff::default();
-                    shared.adopt(config);
+                    shared.adopt_watched(config);
                 }
                 Ok(None) => set_connected(true, &mut connected, None),
                 Err(e) => {
@@ -934,6 +1077,10 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
             continue;
         }
 
+        if cm_peer.as_ref().is_some_and(|p| is_cm || p.remote_id() != config.cm) {
+            // A new CM (failover): renew and sync with it from now on.
+            cm_peer = None;
+        }
         if !is_cm && cm_peer.as_ref().is_none_or(Peer::is_closed) && Instant::now() >= next_connect
         {
             cm_peer = None;
@@ -1047,7 +1194,7 @@ async fn renew_once(shared: &NodeShared, peer: &Peer, seq: u64, cm: NodeId, time
     }
 }
 
-fn check_leases(shared: &NodeShared, now: Instant) {
+fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
     let (expired, suspects) = {
         let mut leases = shared.leases();
         let expired = leases.check(now);
@@ -1076,6 +1223,170 @@ fn check_leases(shared: &NodeShared, now: Instant) {
     }
     shared.metrics.lease_expiries.fetch_add(expired.len() as u64, Ordering::Relaxed);
     shared.metrics.suspects.store(suspects as u64, Ordering::Relaxed);
+    if shared.file.failover && shared.store.is_some() {
+        let suspects = shared.leases().suspects();
+        // The CM acts on suspected members; a member acts on a suspected CM only.
+        let removed: std::collections::BTreeSet<NodeId> =
+            suspects.into_iter().filter(|&p| shared.is_cm() || p == cm).collect();
+        if !removed.is_empty() && !shared.reconfiguring.swap(true, Ordering::AcqRel) {
+            let shared2 = shared.clone();
+            let spawned =
+                std::thread::Builder::new().name("ordo-failover".into()).spawn(move || {
+                    reconfigure(&shared2, removed);
+                    shared2.reconfiguring.store(false, Ordering::Release);
+                });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start the failover thread");
+                shared.reconfiguring.store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// The reconfiguration round's messages over TCP, one connection per member.
+struct NetMembers<'a> {
+    shared: &'a NodeShared,
+    next: ClusterConfig,
+    peers: Mutex<std::collections::HashMap<NodeId, Peer>>,
+}
+
+impl NetMembers<'_> {
+    fn call(&self, member: NodeId, step: &'static str, body: Body) -> Result<Body, RoundError> {
+        let s = self.shared;
+        let fail = |reason: String| RoundError { seq: self.next.seq, member, step, reason };
+        let timeout = s.file.lease().max(Duration::from_millis(200));
+        let addr = self
+            .next
+            .member(member)
+            .and_then(|m| m.addr.parse::<SocketAddr>().ok())
+            .ok_or_else(|| fail("no address".into()))?;
+        let cached = self.peers.lock().unwrap_or_else(|p| p.into_inner()).get(&member).cloned();
+        let peer = match cached.filter(|p| !p.is_closed()) {
+            Some(peer) => peer,
+            None => {
+                let peer = s
+                    .net
+                    .block_on(async {
+                        tokio::time::timeout(
+                            timeout,
+                            Peer::connect(addr, s.id, &s.cluster, s.secret.clone(), s.limits),
+                        )
+                        .await
+                    })
+                    .map_err(|_| fail("connect timed out".into()))?
+                    .map_err(|e| fail(e.to_string()))?;
+                self.peers.lock().unwrap_or_else(|p| p.into_inner()).insert(member, peer.clone());
+                peer
+            }
+        };
+        match s.net.block_on(peer.call_timeout(body, timeout)) {
+            Ok(Body::Error { code, message }) => Err(fail(format!("error {code}: {message}"))),
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(fail(e.to_string())),
+        }
+    }
+}
+
+impl RoundMembers for NetMembers<'_> {
+    fn new_config(
+        &self,
+        member: NodeId,
+        next: &ClusterConfig,
+        _cm_changed: bool,
+    ) -> Result<ordo_clock::Timestamp, RoundError> {
+        let json = String::from_utf8_lossy(&next.to_json()).into_owned();
+        match self.call(member, "NEW-CONFIG", Body::NewConfig { seq: next.seq, json })? {
+            Body::NewConfigAck { seq, ff } if seq == next.seq => {
+                Ok(ordo_clock::Timestamp::from_nanos(ff))
+            }
+            other => Err(RoundError {
+                seq: next.seq,
+                member,
+                step: "NEW-CONFIG",
+                reason: format!("answered {}", other.name()),
+            }),
+        }
+    }
+
+    fn config_commit(&self, member: NodeId, seq: u64) -> Result<(), RoundError> {
+        self.call(member, "CONFIG-COMMIT", Body::ConfigCommit { seq }).map(drop)
+    }
+
+    fn advance(
+        &self,
+        member: NodeId,
+        seq: u64,
+        ff: ordo_clock::Timestamp,
+    ) -> Result<(), RoundError> {
+        self.call(member, "ADVANCE", Body::Advance { seq, ff: ff.as_nanos() }).map(drop)
+    }
+
+    fn wait_lease(&self) {
+        // A removed member notices its expired lease within a period and a check interval
+        // (`lease`); half a period more covers the scheduling of its lease thread.
+        std::thread::sleep(self.shared.file.lease() * 3 / 2);
+    }
+}
+
+/// Failover on this node (module `failover`): plan, swap in etcd, run the round, adopt. A
+/// member that fails the round is removed too, in a new attempt (at most three).
+fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<NodeId>) {
+    let Some(store) = shared.store.as_ref() else { return };
+    let started = Instant::now();
+    for _attempt in 0..3 {
+        let current = shared.config();
+        let plan = match failover::plan(&current, &removed, shared.id) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!(node = shared.id, error = %e, "cannot reconfigure");
+                return;
+            }
+        };
+        if let Err(e) = shared.net.block_on(store.swap(current.seq, &plan.next)) {
+            // Another member won the race (or etcd is unreachable): its NEW-CONFIG follows.
+            tracing::warn!(node = shared.id, error = %e, "configuration swap refused");
+            return;
+        }
+        tracing::warn!(node = shared.id, seq = plan.next.seq, removed = ?removed,
+            cm_changed = plan.cm_changed, "reconfiguring");
+        let members = NetMembers {
+            shared,
+            next: plan.next.clone(),
+            peers: Mutex::new(std::collections::HashMap::new()),
+        };
+        let round_started = Instant::now();
+        match failover::run_round(
+            shared.id,
+            &shared.clock,
+            &plan,
+            &members,
+            RoundShortcuts::default(),
+        ) {
+            Ok(outcome) => {
+                let clock_disabled =
+                    if plan.cm_changed { round_started.elapsed() } else { Duration::ZERO };
+                shared.adopt(plan.next.clone());
+                tracing::warn!(node = shared.id, seq = plan.next.seq, ff = ?outcome.ff,
+                    clock_disabled_us = clock_disabled.as_micros() as u64, "reconfigured");
+                *shared.last_failover.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(FailoverReport {
+                        seq: plan.next.seq,
+                        removed: removed.iter().copied().collect(),
+                        cm_changed: plan.cm_changed,
+                        clock_disabled,
+                        total: started.elapsed(),
+                    });
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(node = shared.id, error = %e, "reconfiguration round failed");
+                // The swapped configuration stands in etcd; plan again from it without the
+                // member that failed.
+                shared.adopt(plan.next.clone());
+                removed = std::collections::BTreeSet::from([e.member]);
+            }
+        }
+    }
 }
 
 /// Samples the engine's transaction and serving counters into the metrics.

@@ -333,3 +333,73 @@ fn garbage(addr: std::net::SocketAddr) {
         let _ = s.write_all(bytes);
     }
 }
+
+/// Starts `n` nodes with failover on and waits until every clock is enabled.
+fn failover_cluster(fx: &mut Fixture, name: &str, n: u64, lease_ms: u32) -> Vec<Node> {
+    let (_, files) = fx.cluster(name, n, lease_ms);
+    let local: LocalClock = Arc::new(ordo_clock::SystemClock::new());
+    let nodes: Vec<Node> = files
+        .into_iter()
+        .map(|mut f| {
+            f.failover = true;
+            Node::start(f, ConfigSource::Etcd, local.clone()).unwrap()
+        })
+        .collect();
+    wait_for("every clock enabled", Duration::from_secs(10), || {
+        nodes.iter().all(|n| n.clock().is_enabled())
+    });
+    nodes
+}
+
+/// FaRMv2 §4.3 on real nodes over TCP and etcd: the CM stops; a member suspects it, wins the
+/// compare-and-swap, runs NEW-CONFIG / CONFIG-COMMIT / ADVANCE and becomes the clock master;
+/// the other member syncs with it. Every timestamp after the failover is above every one
+/// before it, and the clock-disabled time is reported.
+#[test]
+fn the_cm_fails_over_to_a_member_and_time_moves_forward() {
+    let mut fx = Fixture::new("cm-failover");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "cm-failover", 3, 100);
+    let before = nodes.iter().map(|n| n.clock().get_ts()).max().unwrap();
+    let cm = nodes.remove(0);
+    cm.shutdown();
+    wait_for("a new CM at seq 2", lease * 50, || {
+        nodes.iter().all(|n| n.config().seq == 2) && nodes.iter().any(|n| n.clock().is_master())
+    });
+    wait_for("both clocks enabled", lease * 50, || nodes.iter().all(|n| n.clock().is_enabled()));
+    let config = nodes[0].config();
+    assert!(config.member(1).is_none() && config.cm != 1, "{config:?}");
+    let new_cm = nodes.iter().find(|n| n.id() == config.cm).unwrap();
+    let report = new_cm.last_failover().expect("the new CM ran the round");
+    assert!(report.cm_changed && report.removed == vec![1], "{report:?}");
+    assert!(report.clock_disabled > Duration::ZERO);
+    eprintln!(
+        "CM failover: clock disabled {:?} on the new CM, {:?} from suspicion to the end of the round",
+        report.clock_disabled, report.total
+    );
+    for n in &nodes {
+        let ts = n.clock().get_ts();
+        assert!(ts > before, "node {}: {ts:?} after the failover, {before:?} before", n.id());
+        assert!(n.clock().fast_forward_point() > before);
+    }
+    // Every region of the old CM was promoted to a survivor.
+    assert!(config.regions.iter().all(|r| r.primary != 1 && !r.backups.contains(&1)));
+}
+
+/// The CM removes a member that stops: the CM stays, so no clock is disabled.
+#[test]
+fn the_cm_removes_a_stopped_member_without_touching_the_clocks() {
+    let mut fx = Fixture::new("member-failover");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "member-failover", 3, 100);
+    let disables = nodes[1].clock().stats().disables;
+    nodes.pop().unwrap().shutdown();
+    wait_for("node 3 removed", lease * 50, || {
+        nodes.iter().all(|n| n.config().seq == 2 && n.config().member(3).is_none())
+    });
+    let report = nodes[0].last_failover().expect("the CM ran the round");
+    assert!(!report.cm_changed && report.clock_disabled == Duration::ZERO, "{report:?}");
+    assert_eq!(nodes[0].config().cm, 1);
+    assert_eq!(nodes[1].clock().stats().disables, disables, "node 2's clock stayed enabled");
+    assert!(nodes.iter().all(|n| n.clock().is_enabled()));
+}

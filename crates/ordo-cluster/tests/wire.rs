@@ -173,6 +173,10 @@ fn body() -> impl Strategy<Value = Body> {
         string().prop_map(|json| Body::ConfigReply { json }),
         any::<bool>().prop_map(|flag| Body::Done { flag }),
         any::<u64>().prop_map(|oat| Body::OatReport { oat }),
+        (any::<u64>(), string()).prop_map(|(seq, json)| Body::NewConfig { seq, json }),
+        (any::<u64>(), any::<u64>()).prop_map(|(seq, ff)| Body::NewConfigAck { seq, ff }),
+        any::<u64>().prop_map(|seq| Body::ConfigCommit { seq }),
+        (any::<u64>(), any::<u64>()).prop_map(|(seq, ff)| Body::Advance { seq, ff }),
         (any::<u16>(), string()).prop_map(|(code, message)| Body::Error { code, message }),
     ]
 }
@@ -244,6 +248,10 @@ fn one_of_each() -> Vec<Body> {
         Body::ConfigReply { json: "{}".into() },
         Body::Done { flag: true },
         Body::OatReport { oat: 77 },
+        Body::NewConfig { seq: 2, json: "{}".into() },
+        Body::NewConfigAck { seq: 2, ff: 1_000 },
+        Body::ConfigCommit { seq: 2 },
+        Body::Advance { seq: 2, ff: 1_000 },
         Body::Error { code: 2, message: "unsupported".into() },
     ]
 }
@@ -425,11 +433,15 @@ fn tags_are_pinned() {
         (0x2d, "ConfigReply"),
         (0x2e, "Done"),
         (0x2f, "OatReport"),
+        (0x30, "NewConfig"),
+        (0x31, "NewConfigAck"),
+        (0x32, "ConfigCommit"),
+        (0x33, "Advance"),
         (0x1f, "Error"),
     ];
     let actual: Vec<(u8, &str)> = tag::ALL.iter().map(|&t| (t, tag::name(t).unwrap())).collect();
     assert_eq!(actual, expected);
-    assert_eq!(PROTOCOL_VERSION, 2);
+    assert_eq!(PROTOCOL_VERSION, 3);
 }
 
 #[test]
@@ -439,7 +451,7 @@ fn golden_bytes_of_a_ping_request() {
     #[rustfmt::skip]
     let expected = [
         19, 0, 0, 0,                    // body length
-        2,                              // version
+        3,                              // version
         1,                              // kind: Request
         0x2a, 0, 0, 0, 0, 0, 0, 0,      // request id
         0x10,                           // tag: Ping
@@ -461,7 +473,7 @@ fn golden_bytes_of_a_status_reply() {
     #[rustfmt::skip]
     let expected = [
         51, 0, 0, 0,
-        2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0x18,
+        3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0x18,
         2, 0, 0, 0, 0, 0, 0, 0,         // node_id
         3, 0, 0, 0, 0, 0, 0, 0,         // config_seq
         2, 0, 0, 0, b'c', b'm',         // role
@@ -507,7 +519,7 @@ fn encoding_above_the_frame_limit_is_refused() {
 
 #[test]
 fn unknown_tag_and_tag_zero() {
-    for bad in [0x00, 0x06, 0x30, 0xff] {
+    for bad in [0x00, 0x06, 0x34, 0x40, 0xff] {
         let got = Message::decode_body(&raw_body(Kind::Request, bad, &[]));
         assert_eq!(got, Err(WireError::UnknownTag { tag: bad, at: 10 }));
     }
@@ -517,7 +529,7 @@ fn unknown_tag_and_tag_zero() {
 fn bad_version() {
     let mut b = raw_body(Kind::Request, tag::PING, &[0; 8]);
     b[0] = 1;
-    assert_eq!(Message::decode_body(&b), Err(WireError::BadVersion { found: 1, expected: 2 }));
+    assert_eq!(Message::decode_body(&b), Err(WireError::BadVersion { found: 1, expected: 3 }));
 }
 
 #[test]

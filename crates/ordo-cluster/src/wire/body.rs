@@ -12,6 +12,8 @@
 //! * `0x20..=0x2f` are the Cluster II messages: the participant protocol (READ, LOCK,
 //!   VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT, slot reservation) and a
 //!   client's configuration request, and a client's OAT report.
+//! * `0x30..=0x3f` are the Cluster III messages: the reconfiguration round (NEW-CONFIG,
+//!   NEW-CONFIG-ACK, CONFIG-COMMIT, ADVANCE).
 //!
 //! A `const` block checks that tags are distinct and non-zero. Changing a tag or a field's
 //! type or order changes the format: bump [`super::PROTOCOL_VERSION`] and the golden-bytes test.
@@ -336,6 +338,33 @@ messages! {
     OAT_REPORT = 0x2f => OatReport {
         /// The oldest read timestamp of the client's running transactions (else its `now().lo`).
         oat: u64,
+    },
+    /// NEW-CONFIG (FaRMv2 Fig. 6): the initiator of a reconfiguration asks a member of the
+    /// next configuration to prepare for it (answered with `NewConfigAck`).
+    NEW_CONFIG = 0x30 => NewConfig {
+        /// The next configuration's sequence number.
+        seq: u64,
+        /// The next configuration, as stored in etcd (JSON).
+        json: String,
+    },
+    /// NEW-CONFIG-ACK: the member is ready; `ff` is its fast-forward point (ns).
+    NEW_CONFIG_ACK = 0x31 => NewConfigAck {
+        /// The configuration acknowledged.
+        seq: u64,
+        /// The member's FF.
+        ff: u64,
+    },
+    /// CONFIG-COMMIT: the member adopts configuration `seq` (answered with `Done`).
+    CONFIG_COMMIT = 0x32 => ConfigCommit {
+        /// The configuration to adopt.
+        seq: u64,
+    },
+    /// ADVANCE: the new CM's fast-forward point (answered with `Done`, the ADVANCE-ACK).
+    ADVANCE = 0x33 => Advance {
+        /// The configuration.
+        seq: u64,
+        /// FF, in ns.
+        ff: u64,
     },
     /// A request could not be served.
     ERROR = 0x1f => Error {
