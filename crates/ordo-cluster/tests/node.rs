@@ -337,12 +337,17 @@ fn garbage(addr: std::net::SocketAddr) {
 /// Starts `n` nodes with failover on and waits until every clock is enabled.
 fn failover_cluster(fx: &mut Fixture, name: &str, n: u64, lease_ms: u32) -> Vec<Node> {
     let (_, files) = fx.cluster(name, n, lease_ms);
-    let local: LocalClock = Arc::new(ordo_clock::SystemClock::new());
+    // Every member's local clock is a second behind the CM's: a new CM that did not
+    // fast-forward would hand out timestamps a second in the past.
+    let source = ordo_clock::TimeSource::real(ordo_clock::DEFAULT_START_NANOS);
     let nodes: Vec<Node> = files
         .into_iter()
         .map(|mut f| {
             f.failover = true;
-            Node::start(f, ConfigSource::Etcd, local.clone()).unwrap()
+            let offset = if f.id == 1 { 0 } else { -1_000_000_000 };
+            let local: LocalClock =
+                Arc::new(ordo_clock::SkewedClock::new(source.clone(), offset, 0, 1_000));
+            Node::start(f, ConfigSource::Etcd, local).unwrap()
         })
         .collect();
     wait_for("every clock enabled", Duration::from_secs(10), || {
