@@ -60,12 +60,16 @@
 //! enabled at `[FF, FF]`) over the [`failover::RoundMembers`] seam, with the clock's failover
 //! roles in [`ordo_clock::SyncedClock`]. Tested in process on virtual clocks, including two
 //! failovers in a row and the negative test that skipping ADVANCE makes time go backwards.
-//! They are not yet driven by a node's lease expiry nor carried on the wire.
+//! A node with `failover = true` in its file runs them on a lease expiry (the `ordo-failover`
+//! thread: plan, compare-and-swap in etcd, the round over TCP) and reports the clock-disabled
+//! time ([`node::Node::last_failover`]); a member that loses its CM lease disables its clock.
+//! Off by default, because transaction recovery is not built yet (below).
 //!
-//! Not yet: moving regions or growing the region map; rejoining a cluster from a member's files;
-//! and (Cluster III) suspicion acted on — reconfiguration, clock-master failover with
-//! fast-forward, transaction recovery (locks a dead coordinator held stay held until then) —
-//! and deterministic simulation.
+//! Not yet: transaction recovery after a failover (a promoted backup applies or drops the
+//! parts it holds untruncated by FaRM's vote; a dead coordinator's locks are released; stale
+//! COMMIT-BACKUPs of an older configuration are refused); re-replication to new backups;
+//! deterministic simulation of the cluster; `ordo bench failover`;
+//! moving regions or growing the region map; rejoining a cluster from a member's files.
 #![forbid(unsafe_code)]
 
 pub mod auth;

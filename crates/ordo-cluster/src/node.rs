@@ -24,8 +24,17 @@
 //!   expires (until a sync succeeds): a member cut off from the CM hands out no time. The CM's
 //!   clock is its local clock.
 //! * A lease request or sync for another configuration sequence is refused (typed `Error` reply).
-//! * The CM named by the configuration a node started with stays its CM: changing it is
-//!   failover (Cluster III); a configuration naming another CM is adopted and reported.
+//! * The CM changes only through the reconfiguration round (`crate::failover`): with
+//!   `failover = true` a configuration from etcd that changes the CM or the region map is
+//!   adopted at its CONFIG-COMMIT, not when the watch sees it; a node that stops being CM
+//!   becomes a follower of the new one.
+//!
+//! # Failover (with `failover = true`)
+//! The lease thread acts on expiries: the CM on suspected members, a member on a suspected
+//! CM. The `ordo-failover` thread plans the next configuration, swaps it into etcd (one of
+//! several racing members wins), and runs the round over fresh connections; NEW-CONFIG,
+//! CONFIG-COMMIT and ADVANCE are answered by [`NodeHandler`]. A member that fails the round is
+//! removed in a further attempt (three at most).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
