@@ -67,6 +67,10 @@ struct UpArgs {
     /// Serve Prometheus metrics from each node on a free port.
     #[arg(long)]
     metrics: bool,
+    /// Fail over on a lease expiry: remove a dead member, move the CM (clock fast-forward).
+    /// Experimental: transactions in flight at a failure are not recovered yet.
+    #[arg(long)]
+    failover: bool,
 }
 
 #[derive(Args, Debug)]
@@ -157,6 +161,7 @@ fn cluster_up(args: &UpArgs) -> Result<(), CliError> {
         lease_ms: args.lease_ms,
         sync_rate_per_s: args.sync_rate,
         metrics: args.metrics,
+        failover: args.failover,
         binary,
         ready_timeout: Duration::from_secs(30),
     };

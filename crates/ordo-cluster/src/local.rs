@@ -137,6 +137,8 @@ pub struct UpOptions {
     pub sync_rate_per_s: u32,
     /// Whether each node serves Prometheus metrics on a free port.
     pub metrics: bool,
+    /// Whether the nodes fail over on a lease expiry (the node file's `failover`).
+    pub failover: bool,
     /// The `ordo` binary that runs `node`.
     pub binary: PathBuf,
     /// How long to wait for the nodes.
@@ -194,6 +196,7 @@ pub fn up(options: &UpOptions) -> Result<ClusterState, LocalError> {
             NodeConfig::new(id, &options.cluster, &addr, etcd.clone(), PathBuf::from("secret"));
         file.lease_ms = options.lease_ms;
         file.sync_rate_per_s = options.sync_rate_per_s;
+        file.failover = options.failover;
         if options.metrics {
             file.metrics_listen = Some(format!("127.0.0.1:{}", free_port().map_err(io(dir))?));
         }
