@@ -566,6 +566,12 @@ impl<L: Clock> SyncedClock<L> {
     /// The sync state is kept; the next successful sync replaces it and re-enables the clock.
     pub fn disable(&self) {
         let mut w = self.lock_writer();
+        self.disable_locked(&mut w);
+    }
+
+    /// Disables under the writer lock: a new generation (syncs in flight become stale), and
+    /// the enabled word cleared where it was set.
+    fn disable_locked(&self, w: &mut Writer) {
         w.generation = w.generation.wrapping_add(1);
         if w.enabled {
             w.enabled = false;
@@ -591,13 +597,7 @@ impl<L: Clock> SyncedClock<L> {
         if let Some(upper) = upper {
             w.ff_nanos = w.ff_nanos.max(upper);
         }
-        w.generation = w.generation.wrapping_add(1);
-        if w.enabled {
-            w.enabled = false;
-            w.disables = w.disables.saturating_add(1);
-        }
-        let words = w.words();
-        self.published.write(words);
+        self.disable_locked(&mut w);
         Timestamp::from_nanos(w.ff_nanos)
     }
 
@@ -673,13 +673,13 @@ impl<L: Clock> SyncedClock<L> {
         w.master_offset_nanos = 0;
         w.lower = None;
         w.upper = None;
-        w.generation = w.generation.wrapping_add(1);
-        if w.enabled {
-            w.enabled = false;
-            w.disables = w.disables.saturating_add(1);
+        let was_enabled = w.enabled;
+        self.disable_locked(&mut w);
+        if !was_enabled {
+            // The master flag changed even though the enabled word did not.
+            let words = w.words();
+            self.published.write(words);
         }
-        let words = w.words();
-        self.published.write(words);
     }
 
     /// The current time, waiting at most `timeout` for a disabled clock to be enabled.

@@ -38,6 +38,23 @@ pub(super) fn check_level(view: &NodeView<'_>, expect: Option<u8>) -> Result<(),
     }
 }
 
+/// Parses the node at `addr` from its bytes `b` — the root's geometry comes from its length
+/// when `geo` is not known yet — and checks it sits at level `expect`.
+pub(super) fn parse_node(
+    addr: Addr,
+    b: &[u8],
+    geo: Option<Geometry>,
+    expect: Option<u8>,
+) -> Result<(Geometry, NodeView<'_>), Error> {
+    let g = match geo {
+        Some(g) => g,
+        None => Geometry::for_root(addr, b.len())?,
+    };
+    let view = NodeView::parse(addr, b, g.node_bytes)?;
+    check_level(&view, expect)?;
+    Ok((g, view))
+}
+
 /// Reads an out-of-line value object, checking its length against its leaf entry.
 pub(super) fn read_value<C: Clock>(
     tx: &mut Tx<'_, C>,
@@ -155,12 +172,7 @@ fn descend_to_leaf<C: Clock>(
     let mut expect: Option<u8> = None;
     for _ in 0..LEVELS_MAX {
         let (g, child) = tx.read_with(addr, |b| {
-            let g = match geo {
-                Some(g) => g,
-                None => Geometry::for_root(addr, b.len())?,
-            };
-            let view = NodeView::parse(addr, b, g.node_bytes)?;
-            check_level(&view, expect)?;
+            let (g, view) = parse_node(addr, b, geo, expect)?;
             if view.is_leaf() {
                 return Ok::<_, Error>((g, None));
             }

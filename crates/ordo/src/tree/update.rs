@@ -34,7 +34,7 @@ use super::layout::{
     encode_internal, encode_out_of_line, entry_key, insert_packed, internal_entry, set_link0,
     shortest_separator,
 };
-use super::read::{check_key, check_level, read_value};
+use super::read::{check_key, check_level, parse_node, read_value};
 use super::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
 /// An internal node on the path from the root, with the index of the child the path took. Its
@@ -104,12 +104,7 @@ fn descend<C: Clock>(
         if expect != Some(0) {
             // An internal node, or the root (level not known yet; a leaf root is read twice).
             let (g, next) = tx.read_with(addr, |b| {
-                let g = match geo {
-                    Some(g) => g,
-                    None => Geometry::for_root(addr, b.len())?,
-                };
-                let view = NodeView::parse(addr, b, g.node_bytes)?;
-                check_level(&view, expect)?;
+                let (g, view) = parse_node(addr, b, geo, expect)?;
                 if view.is_leaf() {
                     return Ok::<_, Error>((g, None));
                 }
