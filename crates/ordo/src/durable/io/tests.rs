@@ -72,12 +72,14 @@ fn step(rng: &mut Rng, stores: &[(&dyn Storage, &Path)], model: &mut BTreeMap<St
             for (s, dir) in stores {
                 s.open(&dir.join(&name), true).unwrap().write_at(&bytes, offset).unwrap();
             }
-            let end = offset as usize + len;
-            // An empty write extends nothing.
-            if m.len() < end && len > 0 {
-                m.resize(end, 0);
+            // An empty write extends nothing (and writes nothing, past the end too).
+            if len > 0 {
+                let end = offset as usize + len;
+                if m.len() < end {
+                    m.resize(end, 0);
+                }
+                m[offset as usize..end].copy_from_slice(&bytes);
             }
-            m[offset as usize..end].copy_from_slice(&bytes);
         }
         3 => {
             let Some(m) = model.get_mut(&name) else { return };
