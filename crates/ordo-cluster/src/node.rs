@@ -160,7 +160,13 @@ pub struct NodeShared {
     reconfiguring: AtomicBool,
     /// The last reconfiguration this node initiated.
     last_failover: Mutex<Option<FailoverReport>>,
+    /// The suspects of the last attempt and when it ended: the same suspects are not tried
+    /// again for [`FAILOVER_RETRY`] (a refused plan, such as no majority, stays refused).
+    last_attempt: Mutex<Option<(std::collections::BTreeSet<NodeId>, Instant)>>,
 }
+
+/// How long a failover attempt for the same suspects waits after the last one.
+pub const FAILOVER_RETRY: Duration = Duration::from_secs(1);
 
 /// What a reconfiguration this node initiated did (FaRMv2 Table 1's figures).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -775,6 +781,7 @@ impl Node {
             limits,
             reconfiguring: AtomicBool::new(false),
             last_failover: Mutex::new(None),
+            last_attempt: Mutex::new(None),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -1237,11 +1244,19 @@ fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
         // The CM acts on suspected members; a member acts on a suspected CM only.
         let removed: std::collections::BTreeSet<NodeId> =
             suspects.into_iter().filter(|&p| shared.is_cm() || p == cm).collect();
-        if !removed.is_empty() && !shared.reconfiguring.swap(true, Ordering::AcqRel) {
+        let recently = shared
+            .last_attempt
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|(tried, at)| *tried == removed && at.elapsed() < FAILOVER_RETRY);
+        if !removed.is_empty() && !recently && !shared.reconfiguring.swap(true, Ordering::AcqRel) {
             let shared2 = shared.clone();
             let spawned =
                 std::thread::Builder::new().name("ordo-failover".into()).spawn(move || {
-                    reconfigure(&shared2, removed);
+                    reconfigure(&shared2, removed.clone());
+                    *shared2.last_attempt.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some((removed, Instant::now()));
                     shared2.reconfiguring.store(false, Ordering::Release);
                 });
             if let Err(e) = spawned {
