@@ -569,6 +569,17 @@ impl<L: Clock> SyncedClock<L> {
         self.disable_locked(&mut w);
     }
 
+    /// The upper bound of this clock's time at the local reading `local`, from the state under
+    /// the writer lock, enabled or not: a master's shifted local reading, a follower's
+    /// `UB(S_upper, local)`; `None` for a follower that never synchronised.
+    fn upper_bound_locked(&self, w: &Writer, local: Interval) -> Option<u64> {
+        if w.master {
+            Some(local.hi().as_nanos().saturating_add_signed(w.master_offset_nanos))
+        } else {
+            w.upper.map(|u| u.upper_at(local, self.drift_bound_ppm))
+        }
+    }
+
     /// Disables under the writer lock: a new generation (syncs in flight become stale), and
     /// the enabled word cleared where it was set.
     fn disable_locked(&self, w: &mut Writer) {
@@ -589,12 +600,7 @@ impl<L: Clock> SyncedClock<L> {
         // Read before the lock (as `finish_sync`): the bound only grows with a later reading.
         let local = self.local.now();
         let mut w = self.lock_writer();
-        let upper = if w.master {
-            Some(local.hi().as_nanos().saturating_add_signed(w.master_offset_nanos))
-        } else {
-            w.upper.map(|u| u.upper_at(local, self.drift_bound_ppm))
-        };
-        if let Some(upper) = upper {
+        if let Some(upper) = self.upper_bound_locked(&w, local) {
             w.ff_nanos = w.ff_nanos.max(upper);
         }
         self.disable_locked(&mut w);
@@ -636,11 +642,7 @@ impl<L: Clock> SyncedClock<L> {
     pub fn enable_master_at(&self, ff: Timestamp) -> Timestamp {
         let local = self.local.now();
         let mut w = self.lock_writer();
-        let own_upper = if w.master {
-            Some(local.hi().as_nanos().saturating_add_signed(w.master_offset_nanos))
-        } else {
-            w.upper.map(|u| u.upper_at(local, self.drift_bound_ppm))
-        };
+        let own_upper = self.upper_bound_locked(&w, local);
         let ff = w.ff_nanos.max(ff.as_nanos()).max(own_upper.unwrap_or(0));
         w.ff_nanos = ff;
         w.master = true;
@@ -666,7 +668,7 @@ impl<L: Clock> SyncedClock<L> {
         let local = self.local.now();
         let mut w = self.lock_writer();
         if w.master {
-            let upper = local.hi().as_nanos().saturating_add_signed(w.master_offset_nanos);
+            let upper = self.upper_bound_locked(&w, local).unwrap_or(0);
             w.ff_nanos = w.ff_nanos.max(upper);
         }
         w.master = false;
