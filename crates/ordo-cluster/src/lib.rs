@@ -17,6 +17,7 @@
 //! | [`failover`] | the next configuration after a suspicion, and what the reconfiguration round does with the clocks (FaRMv2 Fig. 6) |
 //! | [`metrics`] | per-node metrics, Prometheus text |
 //! | [`owners`] | the remote participant: READ, LOCK, VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT to the nodes holding each region |
+//! | [`recovery`] | the vote that commits or aborts a removed coordinator's transactions (FaRMv2 §4.7) |
 //! | [`node`] | a running node: its engine (primaries and backups), network task, lease, clock-sync and OAT thread, configuration watch |
 //! | [`client`] | the cluster client: the embedded engine's API over the cluster |
 //! | [`loopback`] | an in-process cluster for tests and benchmarks, with the replication check |
@@ -84,5 +85,6 @@ pub mod loopback;
 pub mod metrics;
 pub mod node;
 pub mod owners;
+pub mod recovery;
 pub mod transport;
 pub mod wire;

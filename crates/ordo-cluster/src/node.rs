@@ -51,6 +51,7 @@ use crate::failover::{self, RoundError, RoundMembers, RoundShortcuts};
 use crate::lease::LeaseTable;
 use crate::metrics::NodeMetrics;
 use crate::owners::{LocalBackup, Placement, RemoteOwners};
+use crate::recovery;
 use crate::transport::{Handler, Limits, Peer, PeerPool, Server, TransportError};
 use crate::wire::Body;
 use ordo::remote::{PartWire, ReadAt, ReadEntry, Refusal, TxKey};
@@ -163,6 +164,12 @@ pub struct NodeShared {
     /// The suspects of the last attempt and when it ended: the same suspects are not tried
     /// again for [`FAILOVER_RETRY`] (a refused plan, such as no majority, stays refused).
     last_attempt: Mutex<Option<(std::collections::BTreeSet<NodeId>, Instant)>>,
+    /// Regions this node was promoted to primary of and does not serve yet: records of the
+    /// region it held as a backup are still pending (their coordinators' TRUNCATE or discard,
+    /// or recovery's decision, resolves them). Lock order: `config`, then this.
+    gated: Mutex<std::collections::BTreeSet<u16>>,
+    /// `gated` is not empty (a load on the TRUNCATE path instead of a lock).
+    any_gated: AtomicBool,
 }
 
 /// How long a failover attempt for the same suspects waits after the last one.
@@ -181,6 +188,12 @@ pub struct FailoverReport {
     pub clock_disabled: Duration,
     /// From the decision to reconfigure to the end of the round.
     pub total: Duration,
+    /// Transactions of the removed members that recovery committed.
+    pub recovered_commits: usize,
+    /// Transactions of the removed members that recovery aborted.
+    pub recovered_aborts: usize,
+    /// How long recovery took (query, vote, decisions), after the round.
+    pub recovery: Duration,
 }
 
 impl LocalBackup for NodeShared {
@@ -189,8 +202,9 @@ impl LocalBackup for NodeShared {
         key: TxKey,
         part: &PartWire,
         wts: ordo_clock::Timestamp,
+        regions: &[u16],
     ) -> Result<(), ordo::Error> {
-        self.db.serve_backup(key, part, wts)
+        self.db.serve_backup(key, part, wts, regions)
     }
 
     fn truncate(&self, key: TxKey) {
@@ -250,9 +264,31 @@ impl NodeShared {
         }
         tracing::info!(node = self.id, seq = next.seq, "adopted cluster configuration");
         self.metrics.config_seq.store(next.seq, Ordering::Relaxed);
-        // Moving a region (a new primary or backups) is reconfiguration (Cluster III); a new
-        // region map is followed as it stands.
+        // Regions this node becomes primary of: a backup promoted by a failover. It serves them
+        // once the records it holds of them are resolved (`ungate`).
+        let promoted: Vec<u16> = next
+            .regions
+            .iter()
+            .filter(|r| r.primary == self.id)
+            .filter(|r| guard.regions.iter().any(|o| o.region == r.region && o.primary != self.id))
+            .filter_map(|r| u16::try_from(r.region).ok())
+            .collect();
         self.placement.adopt(&next);
+        {
+            let mut gated = self.gated.lock().unwrap_or_else(|p| p.into_inner());
+            gated.extend(promoted.iter().copied());
+            gated.retain(|&r| {
+                next.regions.iter().any(|p| p.region == u32::from(r) && p.primary == self.id)
+            });
+            for &r in gated.iter() {
+                self.placement.set_primary(r, None);
+            }
+            self.any_gated.store(!gated.is_empty(), Ordering::Release);
+            if !promoted.is_empty() {
+                tracing::warn!(node = self.id, seq = next.seq, regions = ?promoted,
+                    "promoted to primary; serving once the records held are resolved");
+            }
+        }
         for m in &next.members {
             if let Ok(addr) = m.addr.parse::<SocketAddr>() {
                 self.owners_pool.set_addr(m.id, addr);
@@ -279,6 +315,49 @@ impl NodeShared {
             }
         }
         true
+    }
+}
+
+impl NodeShared {
+    /// Starts serving the promoted regions whose records are all resolved: rebuilds their
+    /// allocator state and routes them here (see `gated`).
+    fn ungate(&self) {
+        if !self.any_gated.load(Ordering::Acquire) {
+            return;
+        }
+        let config = self.config();
+        let mut gated = self.gated.lock().unwrap_or_else(|p| p.into_inner());
+        let ff = self.clock.fast_forward_point();
+        let since = match self.clock.try_now(Duration::ZERO) {
+            Ok(now) => now.hi().max(ff),
+            Err(_) => ff,
+        };
+        gated.retain(|&region| {
+            if !config.regions.iter().any(|p| p.region == u32::from(region) && p.primary == self.id)
+            {
+                return false;
+            }
+            if self.db.serve_pending_in(region) > 0 {
+                return true;
+            }
+            match self.db.promote_region(region, since) {
+                Ok(()) => {
+                    self.placement.set_primary(region, Some(self.id));
+                    tracing::warn!(node = self.id, region, "serving promoted region");
+                    false
+                }
+                Err(e) => {
+                    tracing::error!(node = self.id, region, error = %e, "cannot promote region");
+                    true
+                }
+            }
+        });
+        self.any_gated.store(!gated.is_empty(), Ordering::Release);
+    }
+
+    /// Regions promoted here and not served yet.
+    pub(crate) fn gated(&self) -> Vec<u16> {
+        self.gated.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect()
     }
 }
 
@@ -439,7 +518,7 @@ impl Handler for NodeHandler {
                 }
                 done(s.db.serve_validate(&reads))
             }
-            Body::CommitBackup { tx, region, wts, entries, words, truncate } => {
+            Body::CommitBackup { tx, region, wts, entries, words, truncate, regions } => {
                 s.truncate_all(from, &truncate, &[]);
                 if !s.placement.is_backup(region, s.id) {
                     return error_reply(
@@ -453,9 +532,11 @@ impl Handler for NodeHandler {
                 if s.db.config().durability.is_some() {
                     // A durable backup waits for its log (the group flush): hand this network
                     // thread's other connections to another thread meanwhile.
-                    done(tokio::task::block_in_place(|| s.db.serve_backup(key, &part, wts)))
+                    done(tokio::task::block_in_place(|| {
+                        s.db.serve_backup(key, &part, wts, &regions)
+                    }))
                 } else {
-                    done(s.db.serve_backup(key, &part, wts))
+                    done(s.db.serve_backup(key, &part, wts, &regions))
                 }
             }
             Body::CommitPrimary { tx, region, wts } => {
@@ -539,6 +620,26 @@ impl Handler for NodeHandler {
                 }
                 failover::on_advance(&s.clock, ordo_clock::Timestamp::from_nanos(ff));
                 Body::Done { flag: true }
+            }
+            Body::RecoverQuery { seq, coordinators } => {
+                if let Some(e) = s.not_from_cm(from, seq, "RECOVER-QUERY") {
+                    return e;
+                }
+                let (records, locks, evidence) =
+                    recovery::encode_state(&s.db.serve_recovery_state(&coordinators));
+                Body::RecoverState { records, locks, evidence }
+            }
+            Body::RecoverDecide { seq, decisions } => {
+                if let Some(e) = s.not_from_cm(from, seq, "RECOVER-DECIDE") {
+                    return e;
+                }
+                match recovery::decode_decisions(&decisions) {
+                    Ok(decisions) => {
+                        s.resolve(&decisions);
+                        Body::Done { flag: true }
+                    }
+                    Err(e) => error_reply(codes::BAD_REQUEST, e.to_string()),
+                }
             }
             Body::ConfigRequest => Body::ConfigReply {
                 json: String::from_utf8_lossy(&s.config().to_json()).into_owned(),
@@ -648,6 +749,40 @@ impl NodeShared {
         oat
     }
 
+    /// `None` if `from` is the CM of configuration `seq`, this node's; else the error reply.
+    fn not_from_cm(&self, from: u64, seq: u64, step: &str) -> Option<Body> {
+        let config = self.config();
+        (config.seq != seq || config.cm != from).then(|| {
+            error_reply(
+                codes::WRONG_CONFIG,
+                format!(
+                    "{step} {seq} from {from}; this node is at {} with CM {}",
+                    config.seq, config.cm
+                ),
+            )
+        })
+    }
+
+    /// Carries out recovery's decisions here, then serves the promoted regions they cleared.
+    fn resolve(&self, decisions: &[ordo::remote::Decision]) -> ordo::remote::Resolved {
+        let done = self.db.serve_resolve(decisions);
+        for (key, e) in &done.errors {
+            tracing::error!(node = self.id, ?key, error = %e, "recovery could not resolve a part");
+        }
+        if done.installed + done.released + done.applied + done.dropped > 0 {
+            tracing::warn!(
+                node = self.id,
+                installed = done.installed,
+                released = done.released,
+                applied = done.applied,
+                dropped = done.dropped,
+                "recovered transactions"
+            );
+        }
+        self.ungate();
+        done
+    }
+
     /// `None` if this node is `region`'s primary, else the `NOT_OWNER` reply.
     fn not_primary(&self, region: u16) -> Option<Body> {
         (self.placement.primary(region) != Some(self.id)).then(|| {
@@ -667,6 +802,7 @@ impl NodeShared {
         for &(tx, region) in discard {
             LocalBackup::discard(self, TxKey { coordinator, tx, region });
         }
+        self.ungate();
     }
 }
 
@@ -782,6 +918,8 @@ impl Node {
             reconfiguring: AtomicBool::new(false),
             last_failover: Mutex::new(None),
             last_attempt: Mutex::new(None),
+            gated: Mutex::new(std::collections::BTreeSet::new()),
+            any_gated: AtomicBool::new(false),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -893,6 +1031,13 @@ impl Node {
     }
 
     /// The last reconfiguration this node initiated, if any.
+    /// Regions this node was promoted to primary of and does not serve yet (records of them
+    /// it held as a backup are still being resolved).
+    pub fn gated_regions(&self) -> Vec<u16> {
+        self.shared.gated()
+    }
+
+    /// The last reconfiguration this node initiated.
     pub fn last_failover(&self) -> Option<FailoverReport> {
         self.shared.last_failover.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -1211,6 +1356,7 @@ async fn renew_once(shared: &NodeShared, peer: &Peer, seq: u64, cm: NodeId, time
 }
 
 fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
+    shared.ungate();
     let (expired, suspects) = {
         let mut leases = shared.leases();
         let expired = leases.check(now);
@@ -1352,11 +1498,13 @@ impl RoundMembers for NetMembers<'_> {
     }
 }
 
-/// Failover on this node (module `failover`): plan, swap in etcd, run the round, adopt. A
-/// member that fails the round is removed too, in a new attempt (at most three).
+/// Failover on this node (module `failover`): plan, swap in etcd, run the round, adopt, then
+/// recover the removed members' transactions (module `recovery`). A member that fails the
+/// round is removed too, in a new attempt (at most three).
 fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<NodeId>) {
     let Some(store) = shared.store.as_ref() else { return };
     let started = Instant::now();
+    let before = shared.config();
     for _attempt in 0..3 {
         let current = shared.config();
         let plan = match failover::plan(&current, &removed, shared.id) {
@@ -1392,13 +1540,20 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
                 shared.adopt(plan.next.clone());
                 tracing::warn!(node = shared.id, seq = plan.next.seq, ff = ?outcome.ff,
                     clock_disabled_us = clock_disabled.as_micros() as u64, "reconfigured");
+                let total = started.elapsed();
+                let recovery_started = Instant::now();
+                let dead = recovery::removed(&before, &plan.next);
+                let (commits, aborts) = recover(shared, &members, &before, &dead);
                 *shared.last_failover.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(FailoverReport {
                         seq: plan.next.seq,
-                        removed: removed.iter().copied().collect(),
+                        removed: dead,
                         cm_changed: plan.cm_changed,
                         clock_disabled,
-                        total: started.elapsed(),
+                        total,
+                        recovered_commits: commits,
+                        recovered_aborts: aborts,
+                        recovery: recovery_started.elapsed(),
                     });
                 return;
             }
@@ -1411,6 +1566,80 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
             }
         }
     }
+}
+
+/// How many times the CM tries recovery's query and decisions before leaving it to the next
+/// failover (a survivor that does not answer is suspected in turn).
+const RECOVERY_ATTEMPTS: usize = 3;
+
+/// Recovery of the transactions of `dead` (module `recovery`), run by the CM after the round
+/// that removed them: RECOVER-QUERY to every member (this node answers itself), the vote,
+/// RECOVER-DECIDE to every member. Returns the transactions committed and aborted. Repeating
+/// it is harmless: a member that carried out a decision holds evidence of it, and the vote
+/// decides the same again.
+fn recover(
+    shared: &NodeShared,
+    members: &NetMembers<'_>,
+    before: &ClusterConfig,
+    dead: &[NodeId],
+) -> (usize, usize) {
+    if dead.is_empty() {
+        return (0, 0);
+    }
+    let seq = members.next.seq;
+    let ids: Vec<NodeId> = members.next.members.iter().map(|m| m.id).collect();
+    for attempt in 1..=RECOVERY_ATTEMPTS {
+        let mut states = Vec::with_capacity(ids.len());
+        let mut failed = None;
+        for &id in &ids {
+            if id == shared.id {
+                states.push(shared.db.serve_recovery_state(dead));
+                continue;
+            }
+            let body = Body::RecoverQuery { seq, coordinators: dead.to_vec() };
+            let state = match members.call(id, "RECOVER-QUERY", body) {
+                Ok(Body::RecoverState { records, locks, evidence }) => {
+                    recovery::decode_state(&records, &locks, &evidence)
+                        .map_err(|e| format!("node {id}: {e}"))
+                }
+                Ok(other) => Err(format!("node {id} answered {}", other.name())),
+                Err(e) => Err(e.to_string()),
+            };
+            match state {
+                Ok(state) => states.push(state),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            tracing::warn!(node = shared.id, attempt, error = %e, "recovery query failed");
+            continue;
+        }
+        let decisions = recovery::decide(before, &states);
+        let commits = decisions.iter().filter(|d| d.commit.is_some()).count();
+        let words = recovery::encode_decisions(&decisions);
+        let mut delivered = true;
+        for &id in &ids {
+            if id == shared.id {
+                shared.resolve(&decisions);
+                continue;
+            }
+            let body = Body::RecoverDecide { seq, decisions: words.clone() };
+            if let Err(e) = members.call(id, "RECOVER-DECIDE", body) {
+                tracing::warn!(node = shared.id, attempt, error = %e, "recovery decision not delivered");
+                delivered = false;
+            }
+        }
+        tracing::warn!(node = shared.id, seq, dead = ?dead, committed = commits,
+            aborted = decisions.len() - commits, "recovery decided");
+        if delivered {
+            return (commits, decisions.len() - commits);
+        }
+    }
+    tracing::error!(node = shared.id, seq, "recovery incomplete; the next failover retries it");
+    (0, 0)
 }
 
 /// Samples the engine's transaction and serving counters into the metrics.

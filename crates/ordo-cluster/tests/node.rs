@@ -408,3 +408,131 @@ fn the_cm_removes_a_stopped_member_without_touching_the_clocks() {
     assert_eq!(nodes[1].clock().stats().disables, disables, "node 2's clock stayed enabled");
     assert!(nodes.iter().all(|n| n.clock().is_enabled()));
 }
+
+/// A one-entry part writing the `u64` `value` at `addr`, for a hand-made coordinator: the entry
+/// (address, update of 8 bytes, "not newer than `rts`") and its payload word.
+fn update_part(addr: ordo::Addr, value: u64, rts: Timestamp) -> (Vec<u64>, Vec<u64>) {
+    (vec![addr.to_raw(), 8 << 8, (1 << 62) | rts.as_nanos()], vec![value])
+}
+
+/// FaRMv2 §4.7 on real nodes: a coordinator dies mid-commit, leaving a lock at a surviving
+/// primary and records at backups, one of them the backup that is promoted to its region's
+/// primary. The CM removes it and recovery decides each transaction: every part recorded →
+/// committed (installed at the primary, applied at the backups); a region without its record →
+/// aborted (the lock released, the other record dropped); one part already applied → committed,
+/// though another region's record is missing: the evidence counts. The promoted region is served
+/// once its records are resolved, with its allocator rebuilt.
+#[test]
+fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() {
+    let mut fx = Fixture::new("recovery");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "recovery", 3, 100);
+    // Regions: 1 (primary 1, backup 2), 2 (primary 2, backup 3), 3 (primary 3, backup 1).
+    let xs: Vec<ordo::Addr> =
+        (0..3).map(|i| nodes[0].db().run(|tx| tx.alloc(&(10 + i as u64))).unwrap()).collect();
+    let ys: Vec<ordo::Addr> =
+        (0..4).map(|i| nodes[2].db().run(|tx| tx.alloc(&(20 + i as u64))).unwrap()).collect();
+    assert!(xs.iter().all(|a| a.region() == 1) && ys.iter().all(|a| a.region() == 3));
+    nodes[2].owners().flush(); // node 1 holds ys as region 3's backup
+
+    // A coordinator speaking as node 3 (the secret is the cluster's).
+    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
+    let rt = rt();
+    let connect = |n: &Node| {
+        rt.block_on(Peer::connect(n.local_addr(), 3, "recovery", secret.clone(), Limits::default()))
+            .unwrap()
+    };
+    let (to1, to2) = (connect(&nodes[0]), connect(&nodes[1]));
+    // And one speaking as node 2, which stays alive.
+    let live_to1 = rt
+        .block_on(Peer::connect(
+            nodes[0].local_addr(),
+            2,
+            "recovery",
+            secret.clone(),
+            Limits::default(),
+        ))
+        .unwrap();
+    let done = |peer: &Peer, body: Body| {
+        let r = rt.block_on(peer.call(body)).unwrap();
+        assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
+    };
+    let rts = nodes[0].clock().get_ts();
+    let wts = nodes[0].clock().get_ts();
+    let lock = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
+        let (entries, words) = update_part(a, v, rts);
+        done(peer, Body::Lock { tx, region: a.region(), entries, words });
+    };
+    let backup = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
+        let (entries, words) = update_part(a, v, rts);
+        let body = Body::CommitBackup {
+            tx,
+            region: a.region(),
+            wts: wts.as_nanos(),
+            entries,
+            words,
+            truncate: vec![],
+            regions: vec![1, 3],
+        };
+        done(peer, body);
+    };
+    const T1: u64 = 1 << 40;
+    const T2: u64 = T1 + 1;
+    const T3: u64 = T1 + 2;
+    // T1: locked at region 1's primary, recorded at both regions' backups: committed.
+    lock(&to1, T1, xs[0], 111);
+    backup(&to2, T1, xs[0], 111);
+    backup(&to1, T1, ys[0], 333);
+    // T2: region 1's record never sent: it never reached its commit point.
+    lock(&to1, T2, xs[1], 222);
+    backup(&to1, T2, ys[1], 444);
+    // T3: region 3's part already applied (TRUNCATE), region 1's still recorded and locked.
+    lock(&to1, T3, xs[2], 555);
+    backup(&to2, T3, xs[2], 555);
+    backup(&to1, T3, ys[2], 666);
+    done(&to1, Body::Truncate { truncate: vec![(T3, 3)], discard: vec![] });
+    drop((to1, to2));
+    // T4, by live node 2: committed, its TRUNCATE to region 3's backup (node 1) not sent yet.
+    const T4: u64 = T1 + 3;
+    backup(&live_to1, T4, ys[3], 777);
+
+    nodes.pop().unwrap().shutdown();
+    wait_for("node 3 removed and its transactions recovered", lease * 50, || {
+        nodes.iter().all(|n| n.config().seq == 2) && nodes[0].last_failover().is_some()
+    });
+    // Node 1 is region 3's primary now, but serves it only once T4's record is resolved: a
+    // read there now would miss T4's write.
+    let refused = nodes[1].db().run(|tx| tx.read::<u64>(ys[3]));
+    assert!(refused.is_err(), "region 3 served before its records were resolved: {refused:?}");
+    assert_eq!(nodes[0].gated_regions(), vec![3]);
+    done(&live_to1, Body::Truncate { truncate: vec![(T4, 3)], discard: vec![] });
+    wait_for("region 3 served", Duration::from_secs(5), || nodes[0].gated_regions().is_empty());
+    let report = nodes[0].last_failover().unwrap();
+    eprintln!("recovery: {report:?}");
+    assert_eq!((report.recovered_commits, report.recovered_aborts), (2, 1), "{report:?}");
+    let config = nodes[0].config();
+    assert_eq!(config.regions.iter().find(|r| r.region == 3).unwrap().primary, 1);
+
+    let read = |a: ordo::Addr| nodes[1].db().run(|tx| tx.read::<u64>(a)).unwrap();
+    assert_eq!((read(xs[0]), read(ys[0])), (111, 333), "T1 committed");
+    assert_eq!((read(xs[1]), read(ys[1])), (11, 21), "T2 aborted");
+    assert_eq!((read(xs[2]), read(ys[2])), (555, 666), "T3 committed");
+    assert_eq!(read(ys[3]), 777, "T4 applied at the promoted primary");
+    let stats = nodes[0].db().serve_stats();
+    assert_eq!((stats.locked, stats.backed), (0, 0), "{stats:?}");
+    assert_eq!(nodes[1].db().serve_stats().backed, 0);
+    // T2's lock is gone: its object takes writes; the promoted region takes writes and
+    // allocations (its free slots rebuilt from the backup copy).
+    nodes[1].db().run(|tx| tx.write(xs[1], &12u64)).unwrap();
+    nodes[1].db().run(|tx| tx.write(ys[1], &22u64)).unwrap();
+    let fresh = nodes[1].db().run(|tx| tx.alloc_near(ys[0], &7u64)).unwrap();
+    assert_eq!(fresh.region(), 3);
+    assert!(!ys.contains(&fresh), "a slot in use was handed out again");
+    assert_eq!((read(xs[1]), read(ys[1]), read(fresh)), (12, 22, 7));
+    // Region 1's backup (node 2) holds what its primary holds.
+    nodes[1].owners().flush();
+    nodes[0].owners().flush();
+    wait_for("region 1 replicated", Duration::from_secs(5), || {
+        nodes[0].db().region_digest(1) == nodes[1].db().region_digest(1)
+    });
+}

@@ -388,6 +388,7 @@ fn malformed_and_misdirected_messages_are_refused() {
         entries: vec![],
         words: vec![],
         truncate: vec![],
+        regions: vec![region],
     });
     assert_eq!(error_code(&r), Some(codes::NOT_OWNER), "node 1 is not region {region}'s backup");
     let r = call(Body::Validate { reads: vec![a.to_raw(), 0] });
