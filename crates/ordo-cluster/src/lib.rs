@@ -18,6 +18,7 @@
 //! | [`metrics`] | per-node metrics, Prometheus text |
 //! | [`owners`] | the remote participant: READ, LOCK, VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT to the nodes holding each region |
 //! | [`recovery`] | the vote that commits or aborts a removed coordinator's transactions (FaRMv2 §4.7) |
+//! | [`rereplicate`] | a new backup for a region that lost one, and the paced copy to it |
 //! | [`node`] | a running node: its engine (primaries and backups), network task, lease, clock-sync and OAT thread, configuration watch |
 //! | [`client`] | the cluster client: the embedded engine's API over the cluster |
 //! | [`loopback`] | an in-process cluster for tests and benchmarks, with the replication check |
@@ -86,5 +87,6 @@ pub mod metrics;
 pub mod node;
 pub mod owners;
 pub mod recovery;
+pub mod rereplicate;
 pub mod transport;
 pub mod wire;

@@ -170,6 +170,26 @@ pub struct NodeShared {
     gated: Mutex<std::collections::BTreeSet<u16>>,
     /// `gated` is not empty (a load on the TRUNCATE path instead of a lock).
     any_gated: AtomicBool,
+    /// Copies of this node's regions due to new backups (`crate::rereplicate`), for the lease
+    /// thread to start.
+    copies_due: Mutex<Vec<(u16, NodeId)>>,
+    /// The copies this node made, finished or failed.
+    copies_done: Mutex<Vec<CopyOutcome>>,
+}
+
+/// A copy of a region to a new backup (re-replication) as it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyOutcome {
+    /// The region.
+    pub region: u16,
+    /// The new backup.
+    pub backup: NodeId,
+    /// What was copied.
+    pub report: crate::rereplicate::CopyReport,
+    /// How long it took.
+    pub elapsed: Duration,
+    /// Why it stopped early, if it did.
+    pub error: Option<String>,
 }
 
 /// How long a failover attempt for the same suspects waits after the last one.
@@ -266,6 +286,10 @@ impl NodeShared {
         self.metrics.config_seq.store(next.seq, Ordering::Relaxed);
         // Regions this node becomes primary of: a backup promoted by a failover. It serves them
         // once the records it holds of them are resolved (`ungate`).
+        let due = crate::rereplicate::copies_due(self.id, &guard, &next);
+        if !due.is_empty() {
+            self.copies_due.lock().unwrap_or_else(|p| p.into_inner()).extend(due);
+        }
         let promoted: Vec<u16> = next
             .regions
             .iter()
@@ -494,9 +518,18 @@ impl Handler for NodeHandler {
                 }
                 done(s.db.serve_release(addr))
             }
-            Body::Lock { tx, region, entries, words } => {
+            Body::Lock { tx, region, seq, entries, words } => {
                 if let Some(e) = s.not_primary(region) {
                     return e;
+                }
+                let changed = s.placement.changed_at(region);
+                if seq < changed {
+                    return error_reply(
+                        codes::WRONG_CONFIG,
+                        format!(
+                            "LOCK routed by configuration {seq}; region {region} changed at {changed}"
+                        ),
+                    );
                 }
                 let key = TxKey { coordinator: from, tx, region };
                 done(s.db.serve_lock(key, &PartWire { entries, words }))
@@ -619,6 +652,35 @@ impl Handler for NodeHandler {
                     );
                 }
                 failover::on_advance(&s.clock, ordo_clock::Timestamp::from_nanos(ff));
+                Body::Done { flag: true }
+            }
+            Body::Replicate { region, images } => {
+                if !s.placement.is_backup(region, s.id) || s.placement.primary(region) != Some(from)
+                {
+                    return error_reply(
+                        codes::NOT_OWNER,
+                        format!(
+                            "REPLICATE of region {region} from {from}, not its primary to a backup"
+                        ),
+                    );
+                }
+                let images = match crate::rereplicate::decode_images(&images) {
+                    Ok(images) => images,
+                    Err(e) => return error_reply(codes::BAD_REQUEST, e.to_string()),
+                };
+                if let Some(i) = images.iter().find(|i| i.addr.region() != region) {
+                    return error_reply(
+                        codes::BAD_REQUEST,
+                        format!("REPLICATE of region {region} carries {:?}", i.addr),
+                    );
+                }
+                for i in &images {
+                    let applied =
+                        s.db.serve_replica(i.addr, i.version, i.len_bytes as usize, &i.words);
+                    if let Err(e) = applied {
+                        return declined(&e);
+                    }
+                }
                 Body::Done { flag: true }
             }
             Body::RecoverQuery { seq, coordinators } => {
@@ -920,6 +982,8 @@ impl Node {
             last_attempt: Mutex::new(None),
             gated: Mutex::new(std::collections::BTreeSet::new()),
             any_gated: AtomicBool::new(false),
+            copies_due: Mutex::new(Vec::new()),
+            copies_done: Mutex::new(Vec::new()),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -1035,6 +1099,11 @@ impl Node {
     /// it held as a backup are still being resolved).
     pub fn gated_regions(&self) -> Vec<u16> {
         self.shared.gated()
+    }
+
+    /// The copies of this node's regions to new backups (re-replication) that ended.
+    pub fn copies(&self) -> Vec<CopyOutcome> {
+        self.shared.copies_done.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The last reconfiguration this node initiated.
@@ -1357,6 +1426,7 @@ async fn renew_once(shared: &NodeShared, peer: &Peer, seq: u64, cm: NodeId, time
 
 fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
     shared.ungate();
+    start_copies(shared);
     let (expired, suspects) = {
         let mut leases = shared.leases();
         let expired = leases.check(now);
@@ -1555,6 +1625,7 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
                         recovered_aborts: aborts,
                         recovery: recovery_started.elapsed(),
                     });
+                rereplicate(shared);
                 return;
             }
             Err(e) => {
@@ -1640,6 +1711,120 @@ fn recover(
     }
     tracing::error!(node = shared.id, seq, "recovery incomplete; the next failover retries it");
     (0, 0)
+}
+
+/// How many times a copier sends one batch before giving up (10 ms apart).
+const COPY_ATTEMPTS: usize = 100;
+
+/// Starts a copier thread for each copy due (`crate::rereplicate`).
+fn start_copies(shared: &Arc<NodeShared>) {
+    let due: Vec<(u16, NodeId)> =
+        std::mem::take(&mut *shared.copies_due.lock().unwrap_or_else(|p| p.into_inner()));
+    for (region, backup) in due {
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ordo-rereplicate".into())
+            .spawn(move || copy_to(&s, region, backup));
+        if let Err(e) = spawned {
+            tracing::error!(node = shared.id, region, backup, error = %e, "cannot start a copier");
+        }
+    }
+}
+
+/// Copies `region` to its new backup `backup`, paced; stops when the node stops or the region
+/// is no longer this node's with that backup.
+fn copy_to(shared: &NodeShared, region: u16, backup: NodeId) {
+    let started = Instant::now();
+    let timeout = shared.file.lease().max(Duration::from_millis(500));
+    // A region promoted here is copied once served: its pending records are part of it.
+    while shared.gated().contains(&region) && !shared.stopping.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stop = || {
+        shared.stopping.load(Ordering::Acquire)
+            || shared.placement.primary(region) != Some(shared.id)
+            || !shared.placement.is_backup(region, backup)
+    };
+    let send = |images: Vec<crate::rereplicate::Image>| -> Result<(), String> {
+        let images = crate::rereplicate::encode_images(&images);
+        // The backup may adopt the configuration a little after this node: a refusal is
+        // retried for a while.
+        let mut last = String::new();
+        for _ in 0..COPY_ATTEMPTS {
+            let body = Body::Replicate { region, images: images.clone() };
+            let reply = shared.net.block_on(async {
+                shared.owners_pool.get(backup).await?.call_timeout(body, timeout).await
+            });
+            match reply {
+                Ok(Body::Done { .. }) => return Ok(()),
+                Ok(other) => last = format!("node {backup} answered {other:?}"),
+                Err(e) => last = e.to_string(),
+            }
+            if stop() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(last)
+    };
+    let (report, error) = match crate::rereplicate::copy_region(&shared.db, region, send, stop) {
+        Ok(report) => (report, None),
+        Err(e) => (crate::rereplicate::CopyReport::default(), Some(e)),
+    };
+    let elapsed = started.elapsed();
+    match &error {
+        None => tracing::warn!(
+            node = shared.id,
+            region,
+            backup,
+            objects = report.objects,
+            elapsed_ms = elapsed.as_millis() as u64,
+            "region copied to its new backup"
+        ),
+        Some(e) => {
+            tracing::error!(node = shared.id, region, backup, error = %e, "region copy failed")
+        }
+    }
+    shared.copies_done.lock().unwrap_or_else(|p| p.into_inner()).push(CopyOutcome {
+        region,
+        backup,
+        report,
+        elapsed,
+        error,
+    });
+}
+
+/// Re-replication's configuration change (`crate::rereplicate::plan`), made by the CM after
+/// a failover: swap in etcd, NEW-CONFIG / CONFIG-COMMIT, adopt. The primaries then copy.
+fn rereplicate(shared: &NodeShared) {
+    let Some(store) = shared.store.as_ref() else { return };
+    if !shared.is_cm() {
+        return;
+    }
+    let current = shared.config();
+    let Some(plan) = crate::rereplicate::plan(&current) else { return };
+    if let Err(e) = shared.net.block_on(store.swap(current.seq, &plan.next)) {
+        tracing::warn!(node = shared.id, error = %e, "re-replication swap refused");
+        return;
+    }
+    let members = NetMembers {
+        shared,
+        next: plan.next.clone(),
+        peers: Mutex::new(std::collections::HashMap::new()),
+    };
+    match failover::run_round(shared.id, &shared.clock, &plan, &members, RoundShortcuts::default())
+    {
+        Ok(_) => {
+            shared.adopt(plan.next.clone());
+            tracing::warn!(node = shared.id, seq = plan.next.seq, regions = ?plan.degraded,
+                "new backups for degraded regions");
+        }
+        Err(e) => {
+            // The configuration stands in etcd; members that missed it follow the watch.
+            shared.adopt(plan.next.clone());
+            tracing::warn!(node = shared.id, error = %e, "re-replication round failed");
+        }
+    }
 }
 
 /// Samples the engine's transaction and serving counters into the metrics.

@@ -61,6 +61,9 @@ pub struct Placement {
     primary: Box<[AtomicU64]>,
     /// Per region, its backups.
     backups: RwLock<HashMap<u16, Vec<NodeId>>>,
+    /// Per region id, the sequence number of the configuration that last changed its primary
+    /// or backups (0: never changed since this placement was made).
+    changed_at: Box<[AtomicU64]>,
     seq: AtomicU64,
 }
 
@@ -70,6 +73,7 @@ impl Placement {
         let p = Placement {
             primary: (0..=u16::MAX as usize).map(|_| AtomicU64::new(NOBODY)).collect(),
             backups: RwLock::new(HashMap::new()),
+            changed_at: (0..=u16::MAX as usize).map(|_| AtomicU64::new(0)).collect(),
             seq: AtomicU64::new(0),
         };
         p.adopt(config);
@@ -79,16 +83,36 @@ impl Placement {
     /// Adopts the region map of `config` (a newer configuration).
     pub fn adopt(&self, config: &ClusterConfig) {
         let mut backups = self.backups.write().unwrap_or_else(|e| e.into_inner());
-        backups.clear();
+        let first = self.seq.load(Ordering::Acquire) == 0;
+        let old: HashMap<u16, (u64, Vec<NodeId>)> = backups
+            .drain()
+            .map(|(id, b)| (id, (self.primary[id as usize].load(Ordering::Relaxed), b)))
+            .collect();
         for a in self.primary.iter() {
             a.store(NOBODY, Ordering::Relaxed);
         }
         for r in &config.regions {
             let Ok(id) = u16::try_from(r.region) else { continue };
+            let same = old.get(&id).is_some_and(|(p, b)| *p == r.primary && *b == r.backups);
+            if !same && !first {
+                self.changed_at[id as usize].store(config.seq, Ordering::Release);
+            }
             self.primary[id as usize].store(r.primary, Ordering::Release);
             backups.insert(id, r.backups.clone());
         }
         self.seq.store(config.seq, Ordering::Release);
+    }
+
+    /// The sequence number of the configuration in force here.
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// The sequence number of the configuration that last changed `region`'s primary or
+    /// backups (0 when none did since this placement was made): a LOCK routed by an older
+    /// configuration is refused (see `crate::rereplicate`).
+    pub fn changed_at(&self, region: u16) -> u64 {
+        self.changed_at[region as usize].load(Ordering::Acquire)
     }
 
     /// Sets the primary of `region` here, apart from the configuration: `None` while a
@@ -591,7 +615,8 @@ impl Remote for RemoteOwners {
         let region = wire.region().unwrap_or(0);
         let step = ParticipantStep::Lock;
         let node = self.primary(region, step)?;
-        let body = Body::Lock { tx, region, entries: wire.entries, words: wire.words };
+        let seq = self.placement.seq();
+        let body = Body::Lock { tx, region, seq, entries: wire.entries, words: wire.words };
         Self::expect_done(self.call(node, region, step, body, Order::First(tx))?, region, step)
             .map(drop)
     }
@@ -841,7 +866,7 @@ mod tests {
     }
 
     fn lock_body() -> Body {
-        Body::Lock { tx: TX, region: 1, entries: Vec::new(), words: Vec::new() }
+        Body::Lock { tx: TX, region: 1, seq: 1, entries: Vec::new(), words: Vec::new() }
     }
 
     fn abort_body() -> Body {

@@ -369,7 +369,7 @@ fn the_cm_fails_over_to_a_member_and_time_moves_forward() {
     let cm = nodes.remove(0);
     cm.shutdown();
     wait_for("a new CM at seq 2", lease * 50, || {
-        nodes.iter().all(|n| n.config().seq == 2) && nodes.iter().any(|n| n.clock().is_master())
+        nodes.iter().all(|n| n.config().seq >= 2) && nodes.iter().any(|n| n.clock().is_master())
     });
     wait_for("both clocks enabled", lease * 50, || nodes.iter().all(|n| n.clock().is_enabled()));
     let config = nodes[0].config();
@@ -400,7 +400,7 @@ fn the_cm_removes_a_stopped_member_without_touching_the_clocks() {
     let disables = nodes[1].clock().stats().disables;
     nodes.pop().unwrap().shutdown();
     wait_for("node 3 removed", lease * 50, || {
-        nodes.iter().all(|n| n.config().seq == 2 && n.config().member(3).is_none())
+        nodes.iter().all(|n| n.config().seq >= 2 && n.config().member(3).is_none())
     });
     let report = nodes[0].last_failover().expect("the CM ran the round");
     assert!(!report.cm_changed && report.clock_disabled == Duration::ZERO, "{report:?}");
@@ -461,7 +461,7 @@ fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() 
     let wts = nodes[0].clock().get_ts();
     let lock = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
         let (entries, words) = update_part(a, v, rts);
-        done(peer, Body::Lock { tx, region: a.region(), entries, words });
+        done(peer, Body::Lock { tx, region: a.region(), seq: 1, entries, words });
     };
     let backup = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
         let (entries, words) = update_part(a, v, rts);
@@ -498,7 +498,7 @@ fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() 
 
     nodes.pop().unwrap().shutdown();
     wait_for("node 3 removed and its transactions recovered", lease * 50, || {
-        nodes.iter().all(|n| n.config().seq == 2) && nodes[0].last_failover().is_some()
+        nodes.iter().all(|n| n.config().seq >= 2) && nodes[0].last_failover().is_some()
     });
     // Node 1 is region 3's primary now, but serves it only once T4's record is resolved: a
     // read there now would miss T4's write.
@@ -535,4 +535,112 @@ fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() 
     wait_for("region 1 replicated", Duration::from_secs(5), || {
         nodes[0].db().region_digest(1) == nodes[1].db().region_digest(1)
     });
+}
+
+/// Re-replication (FaRM §5.4): node 3 stops, leaving region 2 without its backup and region 3
+/// promoted to node 1 without one. The CM gives each a new backup; the primaries copy the
+/// regions while a writer keeps updating them, and every copy ends equal to its primary.
+/// A LOCK routed by the configuration before the change is refused (the copy's fence).
+#[test]
+fn regions_that_lost_a_backup_are_copied_to_a_new_one_under_writes() {
+    let mut fx = Fixture::new("rereplicate");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "rereplicate", 3, 100);
+    let in2: Vec<ordo::Addr> =
+        (0..600u64).map(|i| nodes[1].db().run(|tx| tx.alloc(&i)).unwrap()).collect();
+    let in3: Vec<ordo::Addr> =
+        (0..300u64).map(|i| nodes[2].db().run(|tx| tx.alloc(&i)).unwrap()).collect();
+    assert!(in2.iter().all(|a| a.region() == 2) && in3.iter().all(|a| a.region() == 3));
+    nodes[2].owners().flush();
+    nodes.pop().unwrap().shutdown();
+
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    /// Stops the writer however the scope ends (a failed wait must not leave it running).
+    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|scope| {
+        let _stop = Stop(&stop);
+        let writer = scope.spawn(|| {
+            let mut writes = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (a, b) = (in2[writes as usize % in2.len()], in3[writes as usize % in3.len()]);
+                // Refusals while the configuration changes are retried by the next round.
+                if nodes[0].db().run(|tx| tx.write(a, &(1_000 + writes))).is_ok()
+                    && nodes[0].db().run(|tx| tx.write(b, &(2_000 + writes))).is_ok()
+                {
+                    writes += 1;
+                }
+            }
+            writes
+        });
+        let waited = Instant::now();
+        wait_for("both regions copied to their new backups", lease * 100, || {
+            let config = nodes[0].config();
+            if waited.elapsed() > lease * 50 {
+                eprintln!(
+                    "still waiting: seq {} regions {:?} copies {:?} / {:?} gated {:?}",
+                    config.seq,
+                    config.regions,
+                    nodes[0].copies(),
+                    nodes[1].copies(),
+                    nodes[0].gated_regions()
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            let backed =
+                |r: u32| config.regions.iter().any(|p| p.region == r && p.backups.len() == 1);
+            backed(2)
+                && backed(3)
+                && nodes[1].copies().iter().any(|c| c.region == 2)
+                && nodes[0].copies().iter().any(|c| c.region == 3)
+        });
+        std::thread::sleep(lease);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let writes = writer.join().unwrap();
+        eprintln!("writer committed {writes} pairs during the failover and the copies");
+    });
+    let config = nodes[0].config();
+    assert_eq!(config.seq, 3, "{config:?}");
+    let r = |id: u32| config.regions.iter().find(|p| p.region == id).unwrap().clone();
+    assert_eq!((r(2).primary, r(2).backups.clone()), (2, vec![1]));
+    assert_eq!((r(3).primary, r(3).backups.clone()), (1, vec![2]));
+    for (node, copy) in [(&nodes[1], 2u16), (&nodes[0], 3u16)] {
+        let c = node.copies().into_iter().find(|c| c.region == copy).unwrap();
+        eprintln!("region {copy}: {c:?}");
+        assert!(c.error.is_none(), "{c:?}");
+        assert!(c.report.objects >= 300, "{c:?}");
+    }
+    for n in &nodes {
+        n.owners().flush();
+    }
+    wait_for("every copy equal to its primary", Duration::from_secs(5), || {
+        nodes[0].db().region_digest(2) == nodes[1].db().region_digest(2)
+            && nodes[0].db().region_digest(3) == nodes[1].db().region_digest(3)
+    });
+
+    // A coordinator still routing by configuration 2 is refused at LOCK.
+    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
+    let rt = rt();
+    let peer = rt
+        .block_on(Peer::connect(
+            nodes[1].local_addr(),
+            99,
+            "rereplicate",
+            secret,
+            Limits::default(),
+        ))
+        .unwrap();
+    let (entries, words) = update_part(in2[0], 5, nodes[1].clock().get_ts());
+    let lock =
+        |seq| Body::Lock { tx: 1, region: 2, seq, entries: entries.clone(), words: words.clone() };
+    let r = rt.block_on(peer.call(lock(2))).unwrap();
+    assert!(matches!(r, Body::Error { code: codes::WRONG_CONFIG, .. }), "{r:?}");
+    let r = rt.block_on(peer.call(lock(3))).unwrap();
+    assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
+    let r = rt.block_on(peer.call(Body::Abort { tx: 1, region: 2, allocs: vec![] })).unwrap();
+    assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
 }

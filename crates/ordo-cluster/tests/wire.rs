@@ -145,8 +145,10 @@ fn body() -> impl Strategy<Value = Body> {
         any::<u32>().prop_map(|len_bytes| Body::Reserve { len_bytes }),
         (any::<u64>(), any::<u64>()).prop_map(|(addr, version)| Body::Reserved { addr, version }),
         any::<u64>().prop_map(|addr| Body::Release { addr }),
-        (any::<u64>(), any::<u16>(), words(), words())
-            .prop_map(|(tx, region, entries, words)| Body::Lock { tx, region, entries, words }),
+        (any::<u64>(), any::<u16>(), any::<u64>(), words(), words()).prop_map(
+            |(tx, region, seq, entries, words)| Body::Lock { tx, region, seq, entries, words }
+        ),
+        (any::<u16>(), words()).prop_map(|(region, images)| Body::Replicate { region, images }),
         words().prop_map(|reads| Body::Validate { reads }),
         (
             any::<u64>(),
@@ -238,7 +240,13 @@ fn one_of_each() -> Vec<Body> {
         Body::Reserve { len_bytes: 24 },
         Body::Reserved { addr: 0x2_0000_0040, version: 0 },
         Body::Release { addr: 0x2_0000_0040 },
-        Body::Lock { tx: 7, region: 2, entries: vec![0x2_0000_0040, 8 << 8, 5], words: vec![9] },
+        Body::Lock {
+            tx: 7,
+            region: 2,
+            seq: 1,
+            entries: vec![0x2_0000_0040, 8 << 8, 5],
+            words: vec![9],
+        },
         Body::Validate { reads: vec![0x1_0000_0040, 1 << 62, 8] },
         Body::CommitBackup {
             tx: 7,
@@ -268,6 +276,7 @@ fn one_of_each() -> Vec<Body> {
             evidence: vec![],
         },
         Body::RecoverDecide { seq: 3, decisions: vec![4, 9, 120] },
+        Body::Replicate { region: 2, images: vec![0x2_0000_0040, 5, 8, 9] },
         Body::Error { code: 2, message: "unsupported".into() },
     ]
 }
@@ -456,6 +465,7 @@ fn tags_are_pinned() {
         (0x34, "RecoverQuery"),
         (0x35, "RecoverState"),
         (0x36, "RecoverDecide"),
+        (0x37, "Replicate"),
         (0x1f, "Error"),
     ];
     let actual: Vec<(u8, &str)> = tag::ALL.iter().map(|&t| (t, tag::name(t).unwrap())).collect();
@@ -538,7 +548,7 @@ fn encoding_above_the_frame_limit_is_refused() {
 
 #[test]
 fn unknown_tag_and_tag_zero() {
-    for bad in [0x00, 0x06, 0x37, 0x40, 0xff] {
+    for bad in [0x00, 0x06, 0x38, 0x40, 0xff] {
         let got = Message::decode_body(&raw_body(Kind::Request, bad, &[]));
         assert_eq!(got, Err(WireError::UnknownTag { tag: bad, at: 10 }));
     }

@@ -13,8 +13,8 @@
 //!   VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT, slot reservation) and a
 //!   client's configuration request, and a client's OAT report.
 //! * `0x30..=0x3f` are the Cluster III messages: the reconfiguration round (NEW-CONFIG,
-//!   NEW-CONFIG-ACK, CONFIG-COMMIT, ADVANCE) and transaction recovery (RECOVER-QUERY,
-//!   RECOVER-STATE, RECOVER-DECIDE).
+//!   NEW-CONFIG-ACK, CONFIG-COMMIT, ADVANCE), transaction recovery (RECOVER-QUERY,
+//!   RECOVER-STATE, RECOVER-DECIDE) and re-replication (REPLICATE).
 //!
 //! A `const` block checks that tags are distinct and non-zero. Changing a tag or a field's
 //! type or order changes the format: bump [`super::PROTOCOL_VERSION`] and the golden-bytes test.
@@ -258,6 +258,9 @@ messages! {
     LOCK = 0x25 => Lock {
         /// The attempt's number at its coordinator.
         tx: u64,
+        /// The configuration the coordinator routes by: refused when older than the region's
+        /// last change of replicas (re-replication's fence).
+        seq: u64,
         /// The region.
         region: u16,
         /// Three words per entry (`ordo::remote::PartWire`).
@@ -394,6 +397,14 @@ messages! {
         seq: u64,
         /// Per decision: coordinator, tx, wts (0: abort).
         decisions: Vec<u64>,
+    },
+    /// REPLICATE: a primary copies objects of its region to a new backup (answered with
+    /// `Done`); see `crate::rereplicate`.
+    REPLICATE = 0x37 => Replicate {
+        /// The region.
+        region: u16,
+        /// Per object: address, version, length in bytes, then its payload words.
+        images: Vec<u64>,
     },
     /// A request could not be served.
     ERROR = 0x1f => Error {

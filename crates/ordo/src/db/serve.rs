@@ -363,6 +363,25 @@ impl<C: Clock> Ordo<C> {
         Ok(())
     }
 
+    /// The allocated objects of `region` here, ascending: what a primary copies to a new
+    /// backup (re-replication). A scan as of now; see [`Ordo::read_version`] for each image.
+    pub fn region_objects(&self, region: u16) -> Vec<Addr> {
+        self.shared().heap.allocated_in(region)
+    }
+
+    /// Serves one object image a primary copies to this new backup of its region
+    /// (re-replication): applied as a backup applies a TRUNCATE — never over a newer version,
+    /// so a commit that reached this backup first wins.
+    pub fn serve_replica(
+        &self,
+        addr: Addr,
+        version: Timestamp,
+        len_bytes: usize,
+        payload: &[u64],
+    ) -> Result<(), Error> {
+        self.shared().heap.apply_backup(addr, false, true, version, len_bytes, payload)
+    }
+
     /// Counters of the serving side.
     pub fn serve_stats(&self) -> ServeStats {
         let s = &self.shared().serve;

@@ -674,6 +674,26 @@ impl Heap {
         Ok(())
     }
 
+    /// The addresses of region `id`'s allocated objects, ascending (empty when the region does
+    /// not exist here). A scan of the headers as they are: an object allocated or freed
+    /// meanwhile may be listed or not.
+    pub(crate) fn allocated_in(&self, id: u16) -> Vec<Addr> {
+        let Some(region) = self.region(id) else { return Vec::new() };
+        let mut out = Vec::new();
+        for (slab, meta) in region.slabs.iter().enumerate() {
+            let class = meta.class.load(Ordering::Acquire) as usize;
+            let Some(g) = GEOMETRY.get(class) else { continue };
+            for i in 0..g.slots {
+                let offset = slab * SLAB_BYTES + SLAB_HEADER_BYTES + i * g.stride_words * 8;
+                let w0 = region.memory.words()[offset / 8].load(Ordering::Acquire);
+                if crate::object::Header::from_raw(w0).is_allocated() {
+                    out.push(Addr::new(id, offset as u64));
+                }
+            }
+        }
+        out
+    }
+
     /// A digest of region `id`'s committed contents: every allocated object's address, version,
     /// length and payload (old-version pointers and lock bits left out: a primary keeps old
     /// versions, its backups do not). `None` when the region does not exist here. Equal digests
