@@ -813,3 +813,62 @@ fn transactions_through_a_member_failure_are_opaque_and_lose_nothing() {
 fn transactions_through_the_cms_failure_are_opaque_and_lose_nothing() {
     transactions_through_the_failure_of("cm-under-load", 1);
 }
+
+/// Set by [`pause_after_install`] when its commit has installed.
+#[cfg(feature = "shortcuts")]
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Lets [`pause_after_install`]'s commit go on to TRUNCATE.
+#[cfg(feature = "shortcuts")]
+static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A commit hook that holds the committer between COMMIT-PRIMARY and TRUNCATE until
+/// [`RELEASE`] (at most 20 s).
+#[cfg(feature = "shortcuts")]
+fn pause_after_install(step: ordo::txn::CommitStep) {
+    use std::sync::atomic::Ordering::SeqCst;
+    if step == ordo::txn::CommitStep::Installed {
+        INSTALLED.store(true, SeqCst);
+        let started = Instant::now();
+        while !RELEASE.load(SeqCst) && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// A coordinator that committed before a failover truncates after it: its TRUNCATE must reach
+/// the backup its COMMIT-BACKUP went to, though that backup is now the region's primary (and no
+/// longer in the region's backups). The promoted node serves the region only once it applied
+/// the record: a read there returns the committed value.
+#[cfg(feature = "shortcuts")]
+#[test]
+fn a_truncation_reaches_the_backup_promoted_since_its_commit_backup() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut fx = Fixture::new("late-truncate");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "late-truncate", 3, 100);
+    let y = nodes[2].db().run(|tx| tx.alloc(&1u64)).unwrap();
+    assert_eq!(y.region(), 3);
+    nodes[2].owners().flush();
+    let third = nodes.pop().unwrap();
+    std::thread::scope(|s| {
+        let coordinator = &nodes[1];
+        let committer = s.spawn(move || {
+            let shortcuts =
+                ordo::txn::Shortcuts { hook: Some(pause_after_install), ..Default::default() };
+            let mut tx =
+                coordinator.db().begin_with(ordo::Options { shortcuts, ..Default::default() })?;
+            tx.write(y, &99u64)?;
+            tx.commit()
+        });
+        wait_for("the commit installed", Duration::from_secs(10), || INSTALLED.load(SeqCst));
+        third.shutdown();
+        wait_for("region 3 promoted to node 1", lease * 50, || {
+            nodes.iter().all(|n| n.config().regions.iter().any(|r| r.region == 3 && r.primary == 1))
+        });
+        assert_eq!(nodes[0].gated_regions(), vec![3], "the record is pending at node 1");
+        RELEASE.store(true, SeqCst);
+        committer.join().unwrap().unwrap();
+    });
+    wait_for("region 3 served", Duration::from_secs(5), || nodes[0].gated_regions().is_empty());
+    assert_eq!(nodes[1].db().run(|tx| tx.read::<u64>(y)).unwrap(), 99);
+}
