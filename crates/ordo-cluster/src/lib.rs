@@ -65,13 +65,22 @@
 //! A node with `failover = true` in its file runs them on a lease expiry (the `ordo-failover`
 //! thread: plan, compare-and-swap in etcd, the round over TCP) and reports the clock-disabled
 //! time ([`node::Node::last_failover`]); a member that loses its CM lease disables its clock.
-//! Off by default, because transaction recovery is not built yet (below).
 //!
-//! Not yet: transaction recovery after a failover (a promoted backup applies or drops the
-//! parts it holds untruncated by FaRM's vote; a dead coordinator's locks are released; stale
-//! COMMIT-BACKUPs of an older configuration are refused); re-replication to new backups;
-//! deterministic simulation of the cluster; `ordo bench failover`;
-//! moving regions or growing the region map; rejoining a cluster from a member's files.
+//! Built (Cluster III, second step): transaction recovery ([`recovery`]): every record names
+//! the regions its transaction writes, survivors keep evidence of what happened to recent
+//! transactions, and after the round the CM votes on every transaction the removed members
+//! coordinated (RECOVER-QUERY / RECOVER-DECIDE): committed ones are installed and applied,
+//! the rest released and dropped. A backup promoted to primary serves its region only once the
+//! records it holds of it are resolved — by recovery, or by the live coordinators' TRUNCATE or
+//! discard, which go to the backups their COMMIT-BACKUP went to — then rebuilds its free-slot
+//! state from the objects' headers; old-version reads below the promotion are refused
+//! (`SnapshotTooOld`). Re-replication ([`rereplicate`]): the CM gives each region that lost a
+//! backup the least-loaded member, and the primary copies the region to it, paced, while a
+//! LOCK routed by an older configuration is refused.
+//!
+//! Not yet: transactions coordinated by a client that dies (nothing removes a client);
+//! deterministic simulation of the data path; moving regions or growing the region map;
+//! rejoining a cluster from a member's files.
 #![forbid(unsafe_code)]
 
 pub mod auth;

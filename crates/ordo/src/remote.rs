@@ -32,7 +32,7 @@
 //!   ABORT (through the locked part when LOCK got that far, else through the ABORT's own list),
 //!   by COMMIT-PRIMARY of a free, or by [`Ordo::serve_release`](crate::Ordo::serve_release).
 //! * A backup applies a part only at TRUNCATE, and never over a newer version of an object.
-//! * Every record ([`Backed`]) names the regions its transaction writes, so that the cluster's
+//! * Every record (a `Backed` part) names the regions its transaction writes, so that the cluster's
 //!   recovery can tell whether every part of a dead coordinator's transaction survives.
 //! * What happened to a transaction here — installed (COMMIT-PRIMARY), applied (TRUNCATE),
 //!   aborted (ABORT) or forgotten (discard) — is kept in a bounded ring of [`Evidence`]
