@@ -78,8 +78,10 @@
 //! backup the least-loaded member, and the primary copies the region to it, paced, while a
 //! LOCK routed by an older configuration is refused.
 //!
-//! Not yet: transactions coordinated by a client that dies (nothing removes a client);
-//! deterministic simulation of the data path; moving regions or growing the region map;
+//! A client silent for `CLIENT_OAT_TTL` is presumed dead: members fence it and recovery decides
+//! its transactions the same way.
+//!
+//! Not yet: deterministic simulation of the data path; moving regions or growing the region map;
 //! rejoining a cluster from a member's files.
 #![forbid(unsafe_code)]
 

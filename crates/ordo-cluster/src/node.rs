@@ -84,6 +84,9 @@ pub mod codes {
     pub const NOT_OWNER: u16 = 6;
     /// The request is malformed beyond what the wire decoder checks.
     pub const BAD_REQUEST: u16 = 7;
+    /// The sender is a client presumed dead: its transactions were recovered, and nothing more
+    /// from it is served (it must reconnect under a new id).
+    pub const FENCED: u16 = 8;
 }
 
 /// What went wrong starting or running a node.
@@ -175,6 +178,12 @@ pub struct NodeShared {
     copies_due: Mutex<Vec<(u16, NodeId)>>,
     /// The copies this node made, finished or failed.
     copies_done: Mutex<Vec<CopyOutcome>>,
+    /// Clients whose transactions recovery decided: nothing more from them is served.
+    fenced: Mutex<std::collections::HashSet<u64>>,
+    /// `fenced` is not empty (a load per request instead of a lock).
+    any_fenced: AtomicBool,
+    /// On the CM: clients silent for [`CLIENT_OAT_TTL`], for the lease thread to recover.
+    clients_gone: Mutex<Vec<u64>>,
 }
 
 /// A copy of a region to a new backup (re-replication) as it ended.
@@ -419,6 +428,9 @@ fn error_reply(code: u16, message: String) -> Body {
 impl Handler for NodeHandler {
     fn request(&self, from: u64, body: Body) -> Body {
         let s = &self.shared;
+        if s.is_fenced(from) {
+            return error_reply(codes::FENCED, format!("client {from} was presumed dead"));
+        }
         match body {
             Body::Ping { payload } => Body::Pong { payload },
             Body::ClockSyncRequest => {
@@ -687,6 +699,8 @@ impl Handler for NodeHandler {
                 if let Some(e) = s.not_from_cm(from, seq, "RECOVER-QUERY") {
                     return e;
                 }
+                // A client's state is final once nothing more from it is served.
+                s.fence(coordinators.iter().copied().filter(|&c| s.config().member(c).is_none()));
                 let (records, locks, evidence) =
                     recovery::encode_state(&s.db.serve_recovery_state(&coordinators));
                 Body::RecoverState { records, locks, evidence }
@@ -723,6 +737,9 @@ impl Handler for NodeHandler {
     // and is dropped, as is anything else.
     fn one_way(&self, from: u64, body: Body) {
         let s = &self.shared;
+        if s.is_fenced(from) {
+            return;
+        }
         match body {
             Body::Truncate { truncate, discard } => s.truncate_all(from, &truncate, &discard),
             Body::CommitPrimary { tx, region, wts } => {
@@ -799,7 +816,18 @@ impl NodeShared {
         for m in config.non_cms() {
             oat = oat.min(oats.get(&m.id).map_or(0, |(o, _)| *o));
         }
-        oats.retain(|id, (_, at)| config.member(*id).is_some() || at.elapsed() < CLIENT_OAT_TTL);
+        let mut gone = Vec::new();
+        oats.retain(|id, (_, at)| {
+            let keep = config.member(*id).is_some() || at.elapsed() < CLIENT_OAT_TTL;
+            if !keep {
+                gone.push(*id);
+            }
+            keep
+        });
+        if !gone.is_empty() {
+            tracing::warn!(node = self.id, clients = ?gone, "clients silent: presumed dead");
+            self.clients_gone.lock().unwrap_or_else(|p| p.into_inner()).extend(gone);
+        }
         for (id, (o, _)) in oats.iter() {
             if config.member(*id).is_none() {
                 oat = oat.min(*o);
@@ -823,6 +851,19 @@ impl NodeShared {
                 ),
             )
         })
+    }
+
+    /// Whether `from` is a fenced client.
+    fn is_fenced(&self, from: u64) -> bool {
+        self.any_fenced.load(Ordering::Acquire)
+            && self.fenced.lock().unwrap_or_else(|p| p.into_inner()).contains(&from)
+    }
+
+    /// Serves nothing more from `clients` (recovery decides their transactions).
+    fn fence(&self, clients: impl Iterator<Item = u64>) {
+        let mut fenced = self.fenced.lock().unwrap_or_else(|p| p.into_inner());
+        fenced.extend(clients);
+        self.any_fenced.store(!fenced.is_empty(), Ordering::Release);
     }
 
     /// Carries out recovery's decisions here, then serves the promoted regions they cleared.
@@ -984,6 +1025,9 @@ impl Node {
             any_gated: AtomicBool::new(false),
             copies_due: Mutex::new(Vec::new()),
             copies_done: Mutex::new(Vec::new()),
+            fenced: Mutex::new(std::collections::HashSet::new()),
+            any_fenced: AtomicBool::new(false),
+            clients_gone: Mutex::new(Vec::new()),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -1427,6 +1471,7 @@ async fn renew_once(shared: &NodeShared, peer: &Peer, seq: u64, cm: NodeId, time
 fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
     shared.ungate();
     start_copies(shared);
+    recover_clients(shared);
     let (expired, suspects) = {
         let mut leases = shared.leases();
         let expired = leases.check(now);
@@ -1636,6 +1681,41 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
                 removed = std::collections::BTreeSet::from([e.member]);
             }
         }
+    }
+}
+
+/// On the CM: recovers the transactions of clients silent for [`CLIENT_OAT_TTL`] (module
+/// `recovery`), in a thread, unless a reconfiguration is running (they wait for the next tick).
+/// Every member fences such a client when queried, so its state is final when voted on.
+fn recover_clients(shared: &Arc<NodeShared>) {
+    if !shared.is_cm() || shared.store.is_none() || !shared.file.failover {
+        return;
+    }
+    let gone: Vec<u64> =
+        std::mem::take(&mut *shared.clients_gone.lock().unwrap_or_else(|p| p.into_inner()));
+    if gone.is_empty() {
+        return;
+    }
+    if shared.reconfiguring.swap(true, Ordering::AcqRel) {
+        shared.clients_gone.lock().unwrap_or_else(|p| p.into_inner()).extend(gone);
+        return;
+    }
+    let s = shared.clone();
+    let spawned = std::thread::Builder::new().name("ordo-recover-clients".into()).spawn(move || {
+        let config = s.config();
+        s.fence(gone.iter().copied());
+        let members = NetMembers {
+            shared: &s,
+            next: config.clone(),
+            peers: Mutex::new(std::collections::HashMap::new()),
+        };
+        let (commits, aborts) = recover(&s, &members, &config, &gone);
+        tracing::warn!(node = s.id, clients = ?gone, commits, aborts, "recovered dead clients' transactions");
+        s.reconfiguring.store(false, Ordering::Release);
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start client recovery");
+        shared.reconfiguring.store(false, Ordering::Release);
     }
 }
 

@@ -39,9 +39,14 @@
 //! pending; without the evidence rule 3 would abort a transaction that is already half
 //! installed. `the_evidence_of_an_applied_part_commits_the_rest` fails without rule 1.
 //!
+//! # Clients
+//! A client coordinates too, but no failover removes it. The CM presumes a client dead when
+//! its OAT reports stop for `node::CLIENT_OAT_TTL`, and runs the same query and vote for it;
+//! every member fences the client when queried (nothing more from it is served, code
+//! `FENCED`), so its state is final when voted on. A client that was only cut off must
+//! reconnect under a new id; its transactions in flight were decided without it.
+//!
 //! # Not covered (yet)
-//! * Coordinators that are not members (clients): nothing removes them, so their transactions
-//!   are resolved by the client or not at all.
 //! * Slots a dead coordinator reserved and never locked stay reserved.
 //! * Evidence older than the ring ([`ordo::remote::EVIDENCE_MAX`] entries) is forgotten.
 

@@ -872,3 +872,72 @@ fn a_truncation_reaches_the_backup_promoted_since_its_commit_backup() {
     wait_for("region 3 served", Duration::from_secs(5), || nodes[0].gated_regions().is_empty());
     assert_eq!(nodes[1].db().run(|tx| tx.read::<u64>(y)).unwrap(), 99);
 }
+
+/// A client — a coordinator that no failover removes — dies mid-commit: after
+/// `CLIENT_OAT_TTL` without a report the CM presumes it dead, every member fences it, and
+/// recovery decides its transactions as a removed member's (one committed, one aborted), so no
+/// lock of it stays held. Nothing more from it is served.
+#[test]
+fn a_dead_clients_transactions_are_recovered_and_the_client_fenced() {
+    let mut fx = Fixture::new("dead-client");
+    let nodes = failover_cluster(&mut fx, "dead-client", 3, 100);
+    let xs: Vec<ordo::Addr> =
+        (0..2).map(|i| nodes[0].db().run(|tx| tx.alloc(&(10 + i as u64))).unwrap()).collect();
+    let y = nodes[2].db().run(|tx| tx.alloc(&20u64)).unwrap();
+    nodes[2].owners().flush();
+    const CLIENT: u64 = (1 << 63) | 4242;
+    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
+    let rt = rt();
+    let connect = |n: &Node| {
+        rt.block_on(Peer::connect(
+            n.local_addr(),
+            CLIENT,
+            "dead-client",
+            secret.clone(),
+            Limits::default(),
+        ))
+        .unwrap()
+    };
+    let (to1, to2, to3) = (connect(&nodes[0]), connect(&nodes[1]), connect(&nodes[2]));
+    rt.block_on(to1.send(Body::OatReport { oat: 1 })).unwrap();
+    let done = |peer: &Peer, body: Body| {
+        let r = rt.block_on(peer.call(body)).unwrap();
+        assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
+    };
+    let rts = nodes[0].clock().get_ts();
+    let wts = nodes[0].clock().get_ts();
+    let seq = nodes[0].config().seq;
+    let lock = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
+        let (entries, words) = update_part(a, v, rts);
+        done(peer, Body::Lock { tx, region: a.region(), seq, entries, words });
+    };
+    let backup = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
+        let (entries, words) = update_part(a, v, rts);
+        let body = Body::CommitBackup {
+            tx,
+            region: a.region(),
+            wts: wts.as_nanos(),
+            entries,
+            words,
+            truncate: vec![],
+            regions: vec![1, 3],
+        };
+        done(peer, body);
+    };
+    // Tx 1: every part recorded (committed). Tx 2: locked only (aborted).
+    lock(&to1, 1, xs[0], 111);
+    lock(&to3, 1, y, 333);
+    backup(&to2, 1, xs[0], 111);
+    backup(&to1, 1, y, 333);
+    lock(&to1, 2, xs[1], 222);
+    wait_for("the client's transactions resolved", Duration::from_secs(10), || {
+        nodes.iter().all(|n| {
+            let s = n.db().serve_stats();
+            s.locked == 0 && s.backed == 0
+        })
+    });
+    let read = |a: ordo::Addr| nodes[1].db().run(|tx| tx.read::<u64>(a)).unwrap();
+    assert_eq!((read(xs[0]), read(y), read(xs[1])), (111, 333, 11));
+    let r = rt.block_on(to2.call(Body::Ping { payload: 1 })).unwrap();
+    assert!(matches!(r, Body::Error { code: codes::FENCED, .. }), "{r:?}");
+}
