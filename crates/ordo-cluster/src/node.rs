@@ -306,16 +306,15 @@ impl NodeShared {
             .filter(|r| guard.regions.iter().any(|o| o.region == r.region && o.primary != self.id))
             .filter_map(|r| u16::try_from(r.region).ok())
             .collect();
-        self.placement.adopt(&next);
         {
             let mut gated = self.gated.lock().unwrap_or_else(|p| p.into_inner());
             gated.extend(promoted.iter().copied());
             gated.retain(|&r| {
                 next.regions.iter().any(|p| p.region == u32::from(r) && p.primary == self.id)
             });
-            for &r in gated.iter() {
-                self.placement.set_primary(r, None);
-            }
+            // Gated regions are never routed here, not even for the moment between the two.
+            let held: Vec<u16> = gated.iter().copied().collect();
+            self.placement.adopt_holding(&next, &held);
             self.any_gated.store(!gated.is_empty(), Ordering::Release);
             if !promoted.is_empty() {
                 tracing::warn!(node = self.id, seq = next.seq, regions = ?promoted,
@@ -358,7 +357,9 @@ impl NodeShared {
         if !self.any_gated.load(Ordering::Acquire) {
             return;
         }
-        let config = self.config();
+        // Held throughout (lock order: config, then gated), so no adopt moves a region between
+        // the check and the routing below.
+        let config = self.config.read().unwrap_or_else(|p| p.into_inner());
         let mut gated = self.gated.lock().unwrap_or_else(|p| p.into_inner());
         let ff = self.clock.fast_forward_point();
         let since = match self.clock.try_now(Duration::ZERO) {

@@ -82,14 +82,24 @@ impl Placement {
 
     /// Adopts the region map of `config` (a newer configuration).
     pub fn adopt(&self, config: &ClusterConfig) {
+        self.adopt_holding(config, &[]);
+    }
+
+    /// [`Placement::adopt`], but the regions in `held` get no primary here (a promoted backup
+    /// that does not serve them yet; see [`Placement::set_primary`]).
+    pub fn adopt_holding(&self, config: &ClusterConfig, held: &[u16]) {
         let mut backups = self.backups.write().unwrap_or_else(|e| e.into_inner());
         let first = self.seq.load(Ordering::Acquire) == 0;
         let old: HashMap<u16, (u64, Vec<NodeId>)> = backups
             .drain()
             .map(|(id, b)| (id, (self.primary[id as usize].load(Ordering::Relaxed), b)))
             .collect();
-        for a in self.primary.iter() {
-            a.store(NOBODY, Ordering::Relaxed);
+        // Regions that leave the map lose their primary; the others switch in one store each,
+        // so a region that keeps its primary is never seen without one.
+        for id in old.keys() {
+            if !config.regions.iter().any(|r| r.region == u32::from(*id)) {
+                self.primary[*id as usize].store(NOBODY, Ordering::Release);
+            }
         }
         for r in &config.regions {
             let Ok(id) = u16::try_from(r.region) else { continue };
@@ -97,7 +107,8 @@ impl Placement {
             if !same && !first {
                 self.changed_at[id as usize].store(config.seq, Ordering::Release);
             }
-            self.primary[id as usize].store(r.primary, Ordering::Release);
+            let primary = if held.contains(&id) { NOBODY } else { r.primary };
+            self.primary[id as usize].store(primary, Ordering::Release);
             backups.insert(id, r.backups.clone());
         }
         self.seq.store(config.seq, Ordering::Release);

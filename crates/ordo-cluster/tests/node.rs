@@ -374,7 +374,10 @@ fn the_cm_fails_over_to_a_member_and_time_moves_forward() {
     wait_for("a new CM at seq 2", lease * 50, || {
         nodes.iter().all(|n| n.config().seq >= 2) && nodes.iter().any(|n| n.clock().is_master())
     });
-    wait_for("both clocks enabled", lease * 50, || nodes.iter().all(|n| n.clock().is_enabled()));
+    wait_for("both clocks enabled and the round reported", lease * 50, || {
+        nodes.iter().all(|n| n.clock().is_enabled())
+            && nodes.iter().any(|n| n.last_failover().is_some())
+    });
     let config = nodes[0].config();
     assert!(config.member(1).is_none() && config.cm != 1, "{config:?}");
     let new_cm = nodes.iter().find(|n| n.id() == config.cm).unwrap();
@@ -404,6 +407,7 @@ fn the_cm_removes_a_stopped_member_without_touching_the_clocks() {
     nodes.pop().unwrap().shutdown();
     wait_for("node 3 removed", lease * 50, || {
         nodes.iter().all(|n| n.config().seq >= 2 && n.config().member(3).is_none())
+            && nodes[0].last_failover().is_some()
     });
     let report = nodes[0].last_failover().expect("the CM ran the round");
     assert!(!report.cm_changed && report.clock_disabled == Duration::ZERO, "{report:?}");
@@ -521,6 +525,16 @@ fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() 
     assert_eq!((read(xs[1]), read(ys[1])), (11, 21), "T2 aborted");
     assert_eq!((read(xs[2]), read(ys[2])), (555, 666), "T3 committed");
     assert_eq!(read(ys[3]), 777, "T4 applied at the promoted primary");
+    // The backup copy kept no old versions: a read of region 3 below the promotion is refused
+    // with a typed reason, not answered from a version that was never there.
+    let old = Body::Read { addr: ys[0].to_raw(), rts: rts.as_nanos(), flags: 2 };
+    match rt.block_on(live_to1.call(old)).unwrap() {
+        Body::Declined { code, .. } => {
+            let e = ordo::remote::Refusal { code, addr: 0, a: 0, b: 0 }.into_error();
+            assert!(matches!(e, Some(ordo::Error::SnapshotTooOld { .. })), "{e:?}");
+        }
+        other => panic!("an old-version read below the promotion was answered: {other:?}"),
+    }
     let stats = nodes[0].db().serve_stats();
     assert_eq!((stats.locked, stats.backed), (0, 0), "{stats:?}");
     assert_eq!(nodes[1].db().serve_stats().backed, 0);
