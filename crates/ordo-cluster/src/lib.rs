@@ -20,6 +20,7 @@
 //! | [`node`] | a running node: its engine (primaries and backups), network task, lease, clock-sync and OAT thread, configuration watch |
 //! | [`client`] | the cluster client: the embedded engine's API over the cluster |
 //! | [`loopback`] | an in-process cluster for tests and benchmarks, with the replication check |
+//! | [`sim`] | deterministic simulation of clock sync, leases and failover, every history checked |
 //! | [`local`] | a local development cluster: etcd plus N node processes |
 //!
 //! Dependencies point down: `node` uses everything above it; nothing here reaches into the
@@ -84,5 +85,6 @@ pub mod loopback;
 pub mod metrics;
 pub mod node;
 pub mod owners;
+pub mod sim;
 pub mod transport;
 pub mod wire;

@@ -1,0 +1,182 @@
+//! The simulation's tests: many seeds pass, the same seed gives the same history, and each
+//! safety step of the round, left out, makes the checker reject some seed that passes with it.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::*;
+
+/// Seeds of the suite's run (`ORDO_SIM_SEEDS` overrides, e.g. in `scripts/sim-long.sh`).
+const SUITE_SEEDS: u64 = 1_000;
+/// Seeds the negative tests search.
+const SEARCH_SEEDS: u64 = 300;
+
+/// The first seed in `0..SEARCH_SEEDS` whose history the checker rejects with the lease wait
+/// left out (`CmPlusOne { partitioned: true }`: the partitioned member keeps serving).
+const SKIP_LEASE_WAIT_SEED: u64 = u64::MAX;
+/// The same with ADVANCE left out (`CmTwice`: the second CM reigned briefly).
+const SKIP_ADVANCE_SEED: u64 = u64::MAX;
+
+fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// Runs `count` seeds derived from the test's `ORDO_SEED`, on two threads; panics naming every
+/// failing seed with how to rerun it.
+fn run_seeds(test: &str, count: u64) {
+    let base = ordo_seed::Seed::new(test);
+    let started = Instant::now();
+    let workers = 2u64;
+    let results: Vec<(Vec<String>, BTreeMap<String, (u64, u64, u64)>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let base = &base;
+                s.spawn(move || {
+                    let mut failures = Vec::new();
+                    let mut stats: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+                    for i in (w..count).step_by(workers as usize) {
+                        let seed = base.derive(i);
+                        let run = simulate(seed, SimOptions::default());
+                        let entry = stats.entry(format!("{:?}", run.fault)).or_default();
+                        entry.0 += 1;
+                        entry.1 += u64::from(!run.failovers.is_empty());
+                        entry.2 += run.committed() as u64;
+                        if let Err(e) = run.check() {
+                            failures.push(e.to_string());
+                        }
+                    }
+                    (failures, stats)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut failures = Vec::new();
+    let mut stats: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for (f, s) in results {
+        failures.extend(f);
+        for (k, v) in s {
+            let e = stats.entry(k).or_default();
+            e.0 += v.0;
+            e.1 += v.1;
+            e.2 += v.2;
+        }
+    }
+    eprintln!("{test}: {count} seeds in {:.2?}", started.elapsed());
+    for (fault, (runs, with_failover, committed)) in &stats {
+        eprintln!(
+            "  {fault}: {runs} runs, {with_failover} with a completed failover, {} committed per run",
+            committed / runs.max(&1)
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // The scenarios that need a failover get one in most runs (the simulation is live).
+    for (fault, (runs, with_failover, _)) in &stats {
+        if fault != "Nothing" {
+            assert!(
+                with_failover * 2 >= *runs,
+                "{fault}: only {with_failover} of {runs} failed over"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_thousand_seeds_pass_the_checker() {
+    let count = env_u64("ORDO_SIM_SEEDS").unwrap_or(SUITE_SEEDS);
+    run_seeds("a_thousand_seeds_pass_the_checker", count);
+}
+
+/// `scripts/sim-long.sh`: `ORDO_SIM_SEEDS` seeds (100,000 by default).
+#[test]
+#[ignore = "long run: scripts/sim-long.sh"]
+fn many_seeds_pass_the_checker() {
+    let count = env_u64("ORDO_SIM_SEEDS").unwrap_or(100_000);
+    run_seeds("many_seeds_pass_the_checker", count);
+}
+
+/// Reruns one seed: `ORDO_SIM_SEED=<n>` (decimal or `0x` hex), printing what happened.
+#[test]
+fn replay_one_seed() {
+    let seed = env_u64("ORDO_SIM_SEED").unwrap_or(0);
+    let trace = std::env::var_os("ORDO_SIM_TRACE").is_some();
+    let run = simulate(seed, SimOptions { trace, ..SimOptions::default() });
+    eprintln!(
+        "seed {seed}: {:?}, {} members, {} attempts ({} committed), {} events, failovers {:?}, \
+         {} failed rounds, {} refused swaps",
+        run.fault,
+        run.members,
+        run.history.len(),
+        run.committed(),
+        run.events,
+        run.failovers,
+        run.failed_rounds,
+        run.refused_swaps
+    );
+    if let Err(e) = run.check() {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn same_seed_same_history() {
+    for seed in [0, 1, 0xdead_beef, u64::MAX] {
+        let a = simulate(seed, SimOptions::default());
+        let b = simulate(seed, SimOptions::default());
+        assert!(a.history.len() > 20, "seed {seed}: a run has a workload");
+        assert_eq!(a, b, "seed {seed}: two runs differ");
+    }
+    let a = simulate(7, SimOptions::default());
+    let b = simulate(8, SimOptions::default());
+    assert_ne!(a.history, b.history, "different seeds, different runs");
+}
+
+/// The first seed in `0..SEARCH_SEEDS` the checker rejects under `options`.
+fn first_rejected(options: SimOptions) -> Option<u64> {
+    (0..SEARCH_SEEDS).find(|&seed| simulate(seed, options).check().is_err())
+}
+
+fn negative(fault: Fault, shortcuts: RoundShortcuts, named: u64) {
+    let options = SimOptions { shortcuts, fault: Some(fault), ..SimOptions::default() };
+    let found = first_rejected(options);
+    eprintln!("{fault:?} with {shortcuts:?}: first rejected seed {found:?}");
+    let found = found.expect("the shortcut is caught for some seed");
+    assert_eq!(found, named, "the named seed is the first one rejected");
+    let e = simulate(named, options).check().unwrap_err();
+    eprintln!("{e}");
+    // The same seed passes with the step in place: the shortcut is the cause.
+    let control = SimOptions { shortcuts: RoundShortcuts::default(), ..options };
+    simulate(named, control).check().unwrap();
+}
+
+#[test]
+fn skipping_the_lease_wait_is_caught() {
+    let shortcuts = RoundShortcuts { skip_lease_wait: true, ..RoundShortcuts::default() };
+    negative(Fault::CmPlusOne { partitioned: true }, shortcuts, SKIP_LEASE_WAIT_SEED);
+}
+
+#[test]
+fn skipping_advance_is_caught() {
+    let shortcuts = RoundShortcuts { skip_advance: true, ..RoundShortcuts::default() };
+    negative(Fault::CmTwice, shortcuts, SKIP_ADVANCE_SEED);
+}
+
+#[test]
+fn the_scenarios_with_shortcuts_off_pass() {
+    for fault in [Fault::CmPlusOne { partitioned: true }, Fault::CmTwice] {
+        let options = SimOptions { fault: Some(fault), ..SimOptions::default() };
+        for seed in 0..SEARCH_SEEDS {
+            simulate(seed, options).check().unwrap();
+        }
+    }
+}
