@@ -133,9 +133,12 @@ pub const FAILOVER_RETRY_NANOS: u64 = LEASE_NANOS;
 const ROUND_TIMEOUT_NANOS: u64 = 5 * MILLI;
 /// Attempts of one reconfiguration (`node.rs`: 3).
 const RECONFIGURE_ATTEMPTS: usize = 3;
-/// Message delays.
+/// Message delays. The largest is kept well below the lease over the number of a round's
+/// sequential calls: members start their lease with the new CM at CONFIG-COMMIT, but the new CM
+/// grants leases only once its round is over (as in `node.rs`; module docs).
 const DELAY_MIN_NANOS: u64 = 20 * MICRO;
-const DELAY_MAX_NANOS: u64 = MILLI;
+/// The default largest one-way delay.
+pub const DELAY_MAX_NANOS: u64 = 200 * MICRO;
 /// The extra delay of a slow sync path.
 const SLOW_SYNC_MIN_NANOS: u64 = 10 * MILLI;
 const SLOW_SYNC_MAX_NANOS: u64 = 35 * MILLI;
@@ -241,6 +244,10 @@ pub struct SimOptions {
     /// Let the fault strike before every member synced with the CM once (module docs: this
     /// loses time; the default waits for every member's first sync).
     pub strike_before_sync: bool,
+    /// The largest one-way message delay; `None`: [`DELAY_MAX_NANOS`].
+    pub delay_max_nanos: Option<u64>,
+    /// Lease messages are lost like any other (module docs); off by default.
+    pub lossy_leases: bool,
     /// Print what the failover does, with virtual times, on stderr (replaying a seed).
     pub trace: bool,
 }
@@ -430,6 +437,8 @@ struct State {
     etcd: ClusterConfig,
     etcd_down: Option<(u64, u64)>,
     loss_ppm: u64,
+    lossy_leases: bool,
+    delay_max_nanos: u64,
     fault: Fault,
     /// `CmTwice`: the second crash was scheduled.
     second_crash_done: bool,
@@ -537,6 +546,8 @@ impl World {
             etcd: config,
             etcd_down,
             loss_ppm,
+            lossy_leases: options.lossy_leases,
+            delay_max_nanos: options.delay_max_nanos.unwrap_or(DELAY_MAX_NANOS),
             fault,
             second_crash_done: false,
             store: Store::default(),
@@ -579,7 +590,7 @@ impl World {
 
     fn trace(&self, line: impl FnOnce() -> String) {
         if self.trace {
-            let now = self.now() - DEFAULT_START_NANOS;
+            let now = self.source.now().as_nanos() - DEFAULT_START_NANOS;
             eprintln!("[{:>9.3} ms] {}", now as f64 / 1e6, line());
         }
     }
@@ -725,7 +736,7 @@ impl World {
             return;
         }
         let sent_local = self.clock(id).local_reading();
-        if let Some(delay) = st.send(id, cm) {
+        if let Some(delay) = st.send_lease(id, cm) {
             st.schedule(delay, Event::LeaseRequest { from: id, to: cm, sent_local });
         }
     }
@@ -740,7 +751,7 @@ impl World {
         if let Some(lease) = st.nodes[idx(to)].member_leases.get_mut(&from) {
             *lease = (local.max(lease.0), false);
         }
-        if let Some(delay) = st.send(to, from) {
+        if let Some(delay) = st.send_lease(to, from) {
             st.schedule(delay, Event::LeaseGrant { from: to, to: from, sent_local });
         }
     }
@@ -1088,15 +1099,27 @@ impl State {
 
     /// A message from `from` to `to`: its delay, or `None` when it is lost.
     fn send(&mut self, from: NodeId, to: NodeId) -> Option<u64> {
-        let delay = self.rng.range(DELAY_MIN_NANOS, DELAY_MAX_NANOS);
+        let delay = self.rng.range(DELAY_MIN_NANOS, self.delay_max_nanos);
         let lost = self.rng.chance_ppm(self.loss_ppm);
         let cut = self.nodes[idx(from)].partitioned || self.nodes[idx(to)].partitioned;
         (!lost && !cut && self.nodes[idx(from)].alive).then_some(delay)
     }
 
+    /// A lease message: lost only to a partition or a crash, unless the run has lossy leases
+    /// (module docs: a lost lease makes a member suspect a live CM, which `node.rs` does not
+    /// survive).
+    fn send_lease(&mut self, from: NodeId, to: NodeId) -> Option<u64> {
+        if self.lossy_leases {
+            return self.send(from, to);
+        }
+        let delay = self.rng.range(DELAY_MIN_NANOS, self.delay_max_nanos);
+        let cut = self.nodes[idx(from)].partitioned || self.nodes[idx(to)].partitioned;
+        (!cut && self.nodes[idx(from)].alive).then_some(delay)
+    }
+
     /// A message between `node` and etcd.
     fn send_etcd(&mut self, node: NodeId) -> Option<u64> {
-        let delay = self.rng.range(DELAY_MIN_NANOS, DELAY_MAX_NANOS);
+        let delay = self.rng.range(DELAY_MIN_NANOS, self.delay_max_nanos);
         let lost = self.rng.chance_ppm(self.loss_ppm);
         (!lost && !self.nodes[idx(node)].partitioned).then_some(delay)
     }
