@@ -273,8 +273,9 @@ pub fn run_round<L: Clock>(
         return Ok(RoundOutcome { ff: None, acks: others.len() });
     };
     // Raised to the new CM's own upper bound after the wait, as the paper says; the clock
-    // does the same again when enabled.
-    clock.advance(ff);
+    // does the same again when enabled. The bound is read before `advance`, which replaces
+    // the clock's sync state with FF and so would drop the time the lease wait took.
+    clock.advance(clock.disable_for_reconfiguration().max(ff));
     let ff = clock.disable_for_reconfiguration().max(ff);
     if !shortcuts.skip_advance {
         for &member in &others {
