@@ -8,11 +8,11 @@
 //! [`TimeSource`]. Everything else is a discrete-event simulation on one thread, driven by a
 //! queue ordered by (virtual time, insertion number):
 //!
-//! * **The network.** Every message takes a random delay (20 µs – 1 ms, so messages reorder)
+//! * **The network.** Every message takes a random delay (20–200 µs, so messages reorder)
 //!   and is lost with a per-run probability (up to 2 %). A *partitioned* member loses every
-//!   message in and out; a crashed member neither sends nor receives. Some members have a slow
-//!   clock-sync path (the CM answers their sync requests 10–35 ms late, FaRMv2 §4.1's
-//!   "scheduling delays"), so their intervals are wide.
+//!   message in and out; a crashed member neither sends nor receives. A quarter of the members
+//!   have a slow clock-sync path (the CM reads its clock for their sync requests 10–35 ms
+//!   late, FaRMv2 §4.1's "scheduling delays"), so the upper bounds of their intervals are wide.
 //! * **Clock sync** (FaRMv2 Fig. 2): each non-CM runs `begin_sync` / [`SyncedClock::master_time`]
 //!   on the CM / `finish_sync` about every millisecond. A lost sync just fails.
 //! * **Leases** (FaRM, module [`crate::lease`]): a non-CM renews its lease with the CM every
@@ -32,7 +32,7 @@
 //!   local clock, as in `node.rs`.
 //! * **Faults**, one scenario per run: none; a non-CM crashes or is partitioned; the CM
 //!   crashes; the CM crashes and another member crashes or is partitioned at the same instant
-//!   (five members, `f` = 2); the CM crashes and the CM that replaces it crashes 0–3 ms after
+//!   (five members, `f` = 2); the CM crashes and the CM that replaces it crashes 0–1 ms after
 //!   enabling its clock. A *partitioned* member is alive: its clients keep running transactions
 //!   until its own lease check disables its clock — this is what the lease-expiry wait exists
 //!   for.
@@ -124,13 +124,18 @@ const MILLI: u64 = 1_000_000;
 pub const LEASE_NANOS: u64 = 10 * MILLI;
 /// How often a member checks its leases and renews its CM lease (`node.rs`: lease/4).
 const LEASE_CHECK_NANOS: u64 = LEASE_NANOS / 4;
+/// The probability that a lease check runs late (by up to another check interval), in ppm.
+const LATE_CHECK_PPM: u64 = 500_000;
 /// Mean time between two syncs of a member.
 const SYNC_PERIOD_NANOS: u64 = MILLI;
 /// A member that suspects the same members again waits this long (`node.rs`:
 /// `FAILOVER_RETRY`, 1 s, scaled down to a simulated run).
 pub const FAILOVER_RETRY_NANOS: u64 = LEASE_NANOS;
-/// How long a round's message waits for its answer before the member is suspected.
-const ROUND_TIMEOUT_NANOS: u64 = 5 * MILLI;
+/// How long a round's message waits for its answer before the member is suspected: a few
+/// round trips. (`node.rs` waits `max(lease, 200 ms)`, which by itself outlasts every removed
+/// member's lease and so hides what the lease wait is for; the protocol must be right for
+/// any timeout.)
+const ROUND_TIMEOUT_NANOS: u64 = MILLI;
 /// Attempts of one reconfiguration (`node.rs`: 3).
 const RECONFIGURE_ATTEMPTS: usize = 3;
 /// Message delays. The largest is kept well below the lease over the number of a round's
@@ -157,6 +162,9 @@ const THINK_MAX_NANOS: u64 = MILLI;
 const REFUSED_PAUSE_NANOS: u64 = 300 * MICRO;
 /// How long a transaction waits before it looks at a disabled clock again.
 const STALL_POLL_NANOS: u64 = 500 * MICRO;
+/// `CmTwice`: how soon after enabling its clock the second CM crashes — before its members'
+/// first syncs, sometimes, which is the case ADVANCE exists for (FaRMv2 §4.3).
+const SECOND_CRASH_MAX_NANOS: u64 = MILLI;
 /// When the fault strikes, and how long a run lasts after it.
 const FAULT_MIN_NANOS: u64 = 8 * MILLI;
 const FAULT_MAX_NANOS: u64 = 16 * MILLI;
@@ -378,7 +386,7 @@ struct NodeState {
     partitioned: bool,
     /// The configuration this member adopted.
     config: ClusterConfig,
-    /// The CM answers this member's syncs this much later (a slow sync path).
+    /// The CM reads its clock for this member's syncs this much later (a slow sync path).
     slow_sync_nanos: u64,
     /// Local time of the last renewal of this non-CM's lease with the CM.
     cm_lease_renewed: u64,
@@ -437,6 +445,7 @@ struct State {
     etcd: ClusterConfig,
     etcd_down: Option<(u64, u64)>,
     loss_ppm: u64,
+    trace: bool,
     lossy_leases: bool,
     delay_max_nanos: u64,
     fault: Fault,
@@ -546,6 +555,7 @@ impl World {
             etcd: config,
             etcd_down,
             loss_ppm,
+            trace: options.trace,
             lossy_leases: options.lossy_leases,
             delay_max_nanos: options.delay_max_nanos.unwrap_or(DELAY_MAX_NANOS),
             fault,
@@ -586,6 +596,17 @@ impl World {
             drifts_ppm: drifts,
             st: RefCell::new(st),
         }
+        .traced()
+    }
+
+    /// Traces the members' setup.
+    fn traced(self) -> Self {
+        for id in 1..=self.members as u64 {
+            let slow = self.st.borrow().nodes[idx(id)].slow_sync_nanos;
+            let drift = self.drifts_ppm[idx(id)];
+            self.trace(|| format!("member {id}: drift {drift} ppm, slow sync path {slow} ns"));
+        }
+        self
     }
 
     fn trace(&self, line: impl FnOnce() -> String) {
@@ -686,8 +707,11 @@ impl World {
             return;
         }
         let start = self.clock(id).begin_sync();
+        // A slow path delays the request before the CM reads its clock: the upper bound of
+        // every sync of this member is wide.
+        let slow = st.nodes[idx(id)].slow_sync_nanos;
         if let Some(delay) = st.send(id, cm) {
-            st.schedule(delay, Event::SyncRequest { from: id, to: cm, start });
+            st.schedule(delay + slow, Event::SyncRequest { from: id, to: cm, start });
         }
     }
 
@@ -703,9 +727,8 @@ impl World {
             *lease = (local.max(lease.0), false);
         }
         let Some(cm) = self.clock(to).master_time() else { return };
-        let slow = st.nodes[idx(from)].slow_sync_nanos;
         if let Some(delay) = st.send(to, from) {
-            st.schedule(delay + slow, Event::SyncReply { from: to, to: from, start, cm });
+            st.schedule(delay, Event::SyncReply { from: to, to: from, start, cm });
         }
     }
 
@@ -775,7 +798,11 @@ impl World {
         if !st.nodes[idx(id)].alive {
             return;
         }
-        st.schedule(LEASE_CHECK_NANOS, Event::LeaseCheck(id));
+        // The lease thread is sometimes scheduled late, by up to another check interval
+        // (`node.rs`'s lease wait of 1.5 periods allows for exactly this).
+        let late =
+            if st.rng.chance_ppm(LATE_CHECK_PPM) { st.rng.range(0, LEASE_CHECK_NANOS) } else { 0 };
+        st.schedule(LEASE_CHECK_NANOS + late, Event::LeaseCheck(id));
         let local = self.clock(id).local_reading();
         let now = st.now;
         let node = &mut st.nodes[idx(id)];
@@ -794,6 +821,7 @@ impl World {
             if !node.cm_lease_expired && local.saturating_sub(node.cm_lease_renewed) > LEASE_NANOS {
                 node.cm_lease_expired = true;
                 self.clock(id).disable_for_reconfiguration();
+                self.trace(|| format!("{id}: CM lease expired, clock disabled"));
             }
             if node.cm_lease_expired {
                 suspects.insert(cm);
@@ -823,7 +851,7 @@ impl World {
             self.st.borrow_mut().schedule(MILLI, Event::Strike);
             return;
         }
-        self.trace(|| format!("fault strikes ({unsynced:?} never synced)"));
+        self.trace(|| format!("fault {:?} strikes", self.st.borrow().fault));
         let mut st = self.st.borrow_mut();
         let cm = st.etcd.cm;
         let others: Vec<NodeId> =
@@ -994,6 +1022,9 @@ impl World {
             let local = self.clock(me).local_reading();
             st.adopt(me, &plan.next, local);
             self.trace(|| format!("{me}: round for {}: {result:?}", plan.next.seq));
+            if let Ok(outcome) = &result {
+                self.trace(|| format!("{me}: enabled at {:?}", outcome.ff));
+            }
             match result {
                 Ok(outcome) => {
                     let now = st.now;
@@ -1006,7 +1037,10 @@ impl World {
                     });
                     if plan.cm_changed && st.fault == Fault::CmTwice && !st.second_crash_done {
                         st.second_crash_done = true;
-                        let after = st.rng.range(0, 3 * MILLI);
+                        let after = st.rng.range(0, SECOND_CRASH_MAX_NANOS);
+                        if st.trace {
+                            eprintln!("  the new CM {me} crashes {after} ns after enabling");
+                        }
                         st.schedule(after, Event::Crash(me));
                     }
                     return;
@@ -1127,6 +1161,9 @@ impl State {
     /// A member crashes or (`partitioned`) is cut off. A crash ends its transactions (their
     /// outcome stays unknown) and releases their locks.
     fn fail(&mut self, id: NodeId, partitioned: bool) {
+        if self.trace {
+            eprintln!("  member {id} {}", if partitioned { "partitioned" } else { "crashes" });
+        }
         if partitioned {
             self.nodes[idx(id)].partitioned = true;
             return;

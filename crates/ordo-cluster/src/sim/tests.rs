@@ -9,13 +9,13 @@ use super::*;
 /// Seeds of the suite's run (`ORDO_SIM_SEEDS` overrides, e.g. in `scripts/sim-long.sh`).
 const SUITE_SEEDS: u64 = 1_000;
 /// Seeds the negative tests search.
-const SEARCH_SEEDS: u64 = 300;
+const SEARCH_SEEDS: u64 = 1_500;
 
 /// The first seed in `0..SEARCH_SEEDS` whose history the checker rejects with the lease wait
 /// left out (`CmPlusOne { partitioned: true }`: the partitioned member keeps serving).
-const SKIP_LEASE_WAIT_SEED: u64 = u64::MAX;
+const SKIP_LEASE_WAIT_SEED: u64 = 121;
 /// The same with ADVANCE left out (`CmTwice`: the second CM reigned briefly).
-const SKIP_ADVANCE_SEED: u64 = u64::MAX;
+const SKIP_ADVANCE_SEED: u64 = 1134;
 
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
@@ -105,12 +105,37 @@ fn many_seeds_pass_the_checker() {
     run_seeds("many_seeds_pass_the_checker", count);
 }
 
-/// Reruns one seed: `ORDO_SIM_SEED=<n>` (decimal or `0x` hex), printing what happened.
+/// The scenario named by `ORDO_SIM_FAULT` (`none`, `non-cm`, `non-cm-p`, `cm`, `cm+1`,
+/// `cm+1-p`, `cm-twice`, `cm-p`; `-p`: partitioned, alive).
+fn env_fault() -> Option<Fault> {
+    Some(match std::env::var("ORDO_SIM_FAULT").ok()?.as_str() {
+        "none" => Fault::Nothing,
+        "non-cm" => Fault::NonCm { partitioned: false },
+        "non-cm-p" => Fault::NonCm { partitioned: true },
+        "cm" => Fault::Cm,
+        "cm+1" => Fault::CmPlusOne { partitioned: false },
+        "cm+1-p" => Fault::CmPlusOne { partitioned: true },
+        "cm-twice" => Fault::CmTwice,
+        "cm-p" => Fault::CmPartitioned,
+        other => panic!("ORDO_SIM_FAULT={other}: unknown scenario"),
+    })
+}
+
+/// Reruns one seed: `ORDO_SIM_SEED=<n>` (decimal or `0x` hex), printing what happened;
+/// `ORDO_SIM_TRACE=1` prints the failover's steps, `ORDO_SIM_FAULT` forces a scenario
+/// ([`env_fault`]), `ORDO_SIM_SKIP=lease|advance` leaves a step out, `ORDO_SIM_LOSSY_LEASES=1`
+/// loses lease messages too.
 #[test]
 fn replay_one_seed() {
     let seed = env_u64("ORDO_SIM_SEED").unwrap_or(0);
     let trace = std::env::var_os("ORDO_SIM_TRACE").is_some();
-    let run = simulate(seed, SimOptions { trace, ..SimOptions::default() });
+    let skip = std::env::var("ORDO_SIM_SKIP").unwrap_or_default();
+    let shortcuts =
+        RoundShortcuts { skip_lease_wait: skip == "lease", skip_advance: skip == "advance" };
+    let lossy_leases = std::env::var_os("ORDO_SIM_LOSSY_LEASES").is_some();
+    let options =
+        SimOptions { trace, shortcuts, fault: env_fault(), lossy_leases, ..SimOptions::default() };
+    let run = simulate(seed, options);
     eprintln!(
         "seed {seed}: {:?}, {} members, {} attempts ({} committed), {} events, failovers {:?}, \
          {} failed rounds, {} refused swaps",
@@ -143,7 +168,8 @@ fn same_seed_same_history() {
 
 /// The first seed in `0..SEARCH_SEEDS` the checker rejects under `options`.
 fn first_rejected(options: SimOptions) -> Option<u64> {
-    (0..SEARCH_SEEDS).find(|&seed| simulate(seed, options).check().is_err())
+    let search = env_u64("ORDO_SIM_SEARCH").unwrap_or(SEARCH_SEEDS);
+    (0..search).find(|&seed| simulate(seed, options).check().is_err())
 }
 
 fn negative(fault: Fault, shortcuts: RoundShortcuts, named: u64) {
