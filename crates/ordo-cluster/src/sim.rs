@@ -240,6 +240,38 @@ pub enum Fault {
     CmPartitioned,
 }
 
+impl Fault {
+    /// The scenario's name in `ORDO_SIM_FAULT` (the `replay_one_seed` test).
+    pub fn env_name(self) -> &'static str {
+        match self {
+            Fault::Nothing => "none",
+            Fault::NonCm { partitioned: false } => "non-cm",
+            Fault::NonCm { partitioned: true } => "non-cm-p",
+            Fault::Cm => "cm",
+            Fault::CmPlusOne { partitioned: false } => "cm+1",
+            Fault::CmPlusOne { partitioned: true } => "cm+1-p",
+            Fault::CmTwice => "cm-twice",
+            Fault::CmPartitioned => "cm-p",
+        }
+    }
+
+    /// The scenario named `name` ([`Fault::env_name`]).
+    pub fn from_env_name(name: &str) -> Option<Fault> {
+        [
+            Fault::Nothing,
+            Fault::NonCm { partitioned: false },
+            Fault::NonCm { partitioned: true },
+            Fault::Cm,
+            Fault::CmPlusOne { partitioned: false },
+            Fault::CmPlusOne { partitioned: true },
+            Fault::CmTwice,
+            Fault::CmPartitioned,
+        ]
+        .into_iter()
+        .find(|f| f.env_name() == name)
+    }
+}
+
 /// How a run is set up beyond its seed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SimOptions {
@@ -254,6 +286,8 @@ pub struct SimOptions {
     pub strike_before_sync: bool,
     /// The largest one-way message delay; `None`: [`DELAY_MAX_NANOS`].
     pub delay_max_nanos: Option<u64>,
+    /// The message loss probability in ppm; `None` draws one up to 2 %.
+    pub loss_ppm: Option<u64>,
     /// Lease messages are lost like any other (module docs); off by default.
     pub lossy_leases: bool,
     /// Print what the failover does, with virtual times, on stderr (replaying a seed).
@@ -294,14 +328,13 @@ pub struct SimRun {
     pub refused_swaps: u32,
     /// Events processed.
     pub events: u64,
+    /// The options of the run.
+    pub options: SimOptions,
 }
 
 /// A simulated run whose history the checker rejected.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "seed {seed} ({fault:?}, {members} members): {violation}\n\
-     rerun: ORDO_SIM_SEED={seed} cargo test -p ordo-cluster --lib sim::tests::replay_one_seed -- --nocapture"
-)]
+#[error("seed {seed} ({fault:?}, {members} members): {violation}\nrerun: {rerun}")]
 pub struct SimFailure {
     /// The seed.
     pub seed: u64,
@@ -311,6 +344,8 @@ pub struct SimFailure {
     pub members: usize,
     /// What the checker found.
     pub violation: Box<Violation>,
+    /// The command that replays the run ([`SimRun::rerun_command`]).
+    pub rerun: String,
 }
 
 impl SimRun {
@@ -324,7 +359,40 @@ impl SimRun {
             fault: self.fault,
             members: self.members,
             violation: Box::new(v),
+            rerun: self.rerun_command(),
         })
+    }
+
+    /// The command that replays this run with a trace of the failover: the seed and every
+    /// option that differs from the default, as the environment of the `replay_one_seed` test.
+    pub fn rerun_command(&self) -> String {
+        let o = &self.options;
+        let mut env = format!("ORDO_SIM_SEED={}", self.seed);
+        if let Some(fault) = o.fault {
+            env.push_str(&format!(" ORDO_SIM_FAULT={}", fault.env_name()));
+        }
+        if o.shortcuts.skip_lease_wait {
+            env.push_str(" ORDO_SIM_SKIP=lease");
+        }
+        if o.shortcuts.skip_advance {
+            env.push_str(" ORDO_SIM_SKIP=advance");
+        }
+        if o.lossy_leases {
+            env.push_str(" ORDO_SIM_LOSSY_LEASES=1");
+        }
+        if o.strike_before_sync {
+            env.push_str(" ORDO_SIM_EARLY_STRIKE=1");
+        }
+        if let Some(p) = o.loss_ppm {
+            env.push_str(&format!(" ORDO_SIM_LOSS_PPM={p}"));
+        }
+        if let Some(d) = o.delay_max_nanos {
+            env.push_str(&format!(" ORDO_SIM_DELAY_MAX_NS={d}"));
+        }
+        format!(
+            "{env} ORDO_SIM_TRACE=1 cargo test -p ordo-cluster --lib sim::tests::replay_one_seed \
+             -- --nocapture"
+        )
     }
 
     /// Committed transactions.
@@ -465,6 +533,7 @@ struct State {
 struct World {
     seed: u64,
     members: usize,
+    options: SimOptions,
     shortcuts: RoundShortcuts,
     trace: bool,
     strike_before_sync: bool,
@@ -538,7 +607,8 @@ impl World {
                 last_attempt: None,
             });
         }
-        let loss_ppm = rng.range(0, LOSS_MAX_PPM);
+        let drawn_loss_ppm = rng.range(0, LOSS_MAX_PPM);
+        let loss_ppm = options.loss_ppm.unwrap_or(drawn_loss_ppm);
         let fault_at = DEFAULT_START_NANOS + rng.range(FAULT_MIN_NANOS, FAULT_MAX_NANOS);
         let etcd_down = rng.chance_ppm(300_000).then(|| {
             let from = fault_at + rng.range(0, 15 * MILLI);
@@ -588,6 +658,7 @@ impl World {
         World {
             seed,
             members: n,
+            options,
             shortcuts: options.shortcuts,
             trace: options.trace,
             strike_before_sync: options.strike_before_sync,
@@ -1119,6 +1190,7 @@ impl World {
             failed_rounds: st.failed_rounds,
             refused_swaps: st.refused_swaps,
             events: st.processed,
+            options: self.options,
         }
     }
 }

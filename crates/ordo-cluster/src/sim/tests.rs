@@ -17,6 +17,12 @@ const SKIP_LEASE_WAIT_SEED: u64 = 121;
 /// The same with ADVANCE left out (`CmTwice`: the second CM reigned briefly).
 const SKIP_ADVANCE_SEED: u64 = 1134;
 
+/// The first seeds the `gap_` tests find (see there).
+const GAP_PARTITIONED_CM_SEED: u64 = 0;
+const GAP_LOSSY_LEASES_SEED: u64 = 75;
+const GAP_EARLY_STRIKE_SEED: u64 = 84;
+const GAP_SLOW_ROUND_SEED: u64 = 21;
+
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
     let v = v.trim();
@@ -105,26 +111,11 @@ fn many_seeds_pass_the_checker() {
     run_seeds("many_seeds_pass_the_checker", count);
 }
 
-/// The scenario named by `ORDO_SIM_FAULT` (`none`, `non-cm`, `non-cm-p`, `cm`, `cm+1`,
-/// `cm+1-p`, `cm-twice`, `cm-p`; `-p`: partitioned, alive).
-fn env_fault() -> Option<Fault> {
-    Some(match std::env::var("ORDO_SIM_FAULT").ok()?.as_str() {
-        "none" => Fault::Nothing,
-        "non-cm" => Fault::NonCm { partitioned: false },
-        "non-cm-p" => Fault::NonCm { partitioned: true },
-        "cm" => Fault::Cm,
-        "cm+1" => Fault::CmPlusOne { partitioned: false },
-        "cm+1-p" => Fault::CmPlusOne { partitioned: true },
-        "cm-twice" => Fault::CmTwice,
-        "cm-p" => Fault::CmPartitioned,
-        other => panic!("ORDO_SIM_FAULT={other}: unknown scenario"),
-    })
-}
-
 /// Reruns one seed: `ORDO_SIM_SEED=<n>` (decimal or `0x` hex), printing what happened;
 /// `ORDO_SIM_TRACE=1` prints the failover's steps, `ORDO_SIM_FAULT` forces a scenario
-/// ([`env_fault`]), `ORDO_SIM_SKIP=lease|advance` leaves a step out, `ORDO_SIM_LOSSY_LEASES=1`
-/// loses lease messages too.
+/// ([`Fault::env_name`]), `ORDO_SIM_SKIP=lease|advance` leaves a step out,
+/// `ORDO_SIM_LOSSY_LEASES=1`, `ORDO_SIM_EARLY_STRIKE=1` and `ORDO_SIM_DELAY_MAX_NS=<n>` set the
+/// other options ([`SimRun::rerun_command`] prints the line for a failed run).
 #[test]
 fn replay_one_seed() {
     let seed = env_u64("ORDO_SIM_SEED").unwrap_or(0);
@@ -132,9 +123,19 @@ fn replay_one_seed() {
     let skip = std::env::var("ORDO_SIM_SKIP").unwrap_or_default();
     let shortcuts =
         RoundShortcuts { skip_lease_wait: skip == "lease", skip_advance: skip == "advance" };
-    let lossy_leases = std::env::var_os("ORDO_SIM_LOSSY_LEASES").is_some();
-    let options =
-        SimOptions { trace, shortcuts, fault: env_fault(), lossy_leases, ..SimOptions::default() };
+    let fault = std::env::var("ORDO_SIM_FAULT").ok().map(|name| {
+        Fault::from_env_name(&name).unwrap_or_else(|| panic!("ORDO_SIM_FAULT={name}: unknown"))
+    });
+    let options = SimOptions {
+        shortcuts,
+        fault,
+        members: None,
+        strike_before_sync: std::env::var_os("ORDO_SIM_EARLY_STRIKE").is_some(),
+        delay_max_nanos: env_u64("ORDO_SIM_DELAY_MAX_NS"),
+        loss_ppm: env_u64("ORDO_SIM_LOSS_PPM"),
+        lossy_leases: std::env::var_os("ORDO_SIM_LOSSY_LEASES").is_some(),
+        trace,
+    };
     let run = simulate(seed, options);
     eprintln!(
         "seed {seed}: {:?}, {} members, {} attempts ({} committed), {} events, failovers {:?}, \
@@ -205,4 +206,53 @@ fn the_scenarios_with_shortcuts_off_pass() {
             simulate(seed, options).check().unwrap();
         }
     }
+}
+
+/// Gaps of `node.rs` the simulation finds (module docs, "deviations"). Each test names the
+/// first seed whose history the checker rejects with the gap open, and checks that the same
+/// seed passes with the simulation's default, which keeps the gap shut. When `node.rs` closes
+/// a gap, its test should be turned into a positive run of the scenario.
+fn gap(options: SimOptions, control: SimOptions, named: u64) {
+    let found = first_rejected(options);
+    eprintln!("{options:?}: first rejected seed {found:?}");
+    assert_eq!(found, Some(named), "the named seed is the first one rejected");
+    eprintln!("{}", simulate(named, options).check().unwrap_err());
+    simulate(named, control).check().unwrap();
+}
+
+/// A partitioned CM stays alive and keeps serving: `check_leases` never disables a CM's clock,
+/// and no lease wait is planned when only the CM is removed.
+#[test]
+fn gap_a_partitioned_cm_keeps_serving_below_the_new_cm() {
+    let options = SimOptions { fault: Some(Fault::CmPartitioned), ..SimOptions::default() };
+    let control = SimOptions { fault: Some(Fault::Cm), ..options };
+    gap(options, control, GAP_PARTITIONED_CM_SEED);
+}
+
+/// Lost lease messages make a member suspect a live CM; the CM, never fenced, keeps serving.
+#[test]
+fn gap_lost_leases_remove_a_live_cm_that_keeps_serving() {
+    let options =
+        SimOptions { lossy_leases: true, loss_ppm: Some(100_000), ..SimOptions::default() };
+    let control = SimOptions { lossy_leases: false, ..options };
+    gap(options, control, GAP_LOSSY_LEASES_SEED);
+}
+
+/// A CM that fails before any survivor ever synchronised leaves no bound on its time: the new
+/// CM enables at an FF below the timestamps the old one handed out.
+#[test]
+fn gap_a_failover_before_any_sync_loses_the_old_cms_time() {
+    let options =
+        SimOptions { fault: Some(Fault::Cm), strike_before_sync: true, ..SimOptions::default() };
+    let control = SimOptions { strike_before_sync: false, ..options };
+    gap(options, control, GAP_EARLY_STRIKE_SEED);
+}
+
+/// Members start their lease with the new CM at CONFIG-COMMIT, the new CM grants leases only
+/// after its last ADVANCE-ACK: with millisecond delays the rest of the round outlasts a lease,
+/// a member suspects the live new CM, and that CM, never fenced, keeps serving.
+#[test]
+fn gap_a_round_longer_than_a_lease_removes_the_live_new_cm() {
+    let options = SimOptions { delay_max_nanos: Some(2 * MILLI), ..SimOptions::default() };
+    gap(options, SimOptions::default(), GAP_SLOW_ROUND_SEED);
 }
