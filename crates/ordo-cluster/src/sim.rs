@@ -16,26 +16,32 @@
 //! * **Clock sync** (FaRMv2 Fig. 2): each non-CM runs `begin_sync` / [`SyncedClock::master_time`]
 //!   on the CM / `finish_sync` about every millisecond. A lost sync just fails.
 //! * **Leases** (FaRM, module [`crate::lease`]): a non-CM renews its lease with the CM every
-//!   lease/4, counted from the request's send time, and every successful sync renews it too; the
-//!   CM's lease of a member is renewed by every request it receives from it. Each member checks
-//!   its leases every lease/4 (random phase). A non-CM whose CM lease expired disables its clock
-//!   with [`SyncedClock::disable_for_reconfiguration`], as `node.rs::check_leases` does, and
-//!   suspects the CM; the CM suspects members whose leases expired.
-//! * **Failover** exactly as `node.rs::reconfigure`: [`failover::plan`], a compare-and-swap of
-//!   the configuration in a simulated etcd (a network round trip; it fails while etcd is
-//!   unavailable, a random window per run, or when the sequence number moved), then
-//!   [`failover::run_round`] over [`SimMembers`], whose NEW-CONFIG, CONFIG-COMMIT and ADVANCE
-//!   travel through the simulated network (a lost message or reply fails the round after a
-//!   timeout). While the initiator waits, the rest of the simulation keeps running: the round's
-//!   calls pump the event queue. A failed round is planned again removing the member that
-//!   failed, at most three attempts. The lease wait is 1.5 lease periods of the initiator's
-//!   local clock, as in `node.rs`.
-//! * **Faults**, one scenario per run: none; a non-CM crashes or is partitioned; the CM
-//!   crashes; the CM crashes and another member crashes or is partitioned at the same instant
-//!   (five members, `f` = 2); the CM crashes and the CM that replaces it crashes 0–1 ms after
-//!   enabling its clock. A *partitioned* member is alive: its clients keep running transactions
-//!   until its own lease check disables its clock — this is what the lease-expiry wait exists
-//!   for.
+//!   lease/4 (10 ms leases), counted from the request's send time, and every successful sync
+//!   renews it too; the CM's lease of a member is renewed by every request it receives from it.
+//!   Each member checks its leases every lease/4 (random phase), and half the checks run late
+//!   by up to another lease/4 (a descheduled lease thread: `node.rs`'s lease wait of 1.5
+//!   periods allows for exactly that). A non-CM whose CM lease expired disables its clock with
+//!   [`SyncedClock::disable_for_reconfiguration`], as `node.rs::check_leases` does, and suspects
+//!   the CM; the CM suspects members whose leases expired. Lease messages are lost only to
+//!   crashes and partitions unless [`SimOptions::lossy_leases`] is set (see the gaps below).
+//! * **Failover** as `node.rs::reconfigure`: [`failover::plan`], a compare-and-swap of the
+//!   configuration in a simulated etcd (a network round trip; it fails while etcd is
+//!   unavailable, a random window in 30 % of the runs, or when the sequence number moved),
+//!   then [`failover::run_round`] over [`SimMembers`], whose NEW-CONFIG, CONFIG-COMMIT and
+//!   ADVANCE travel through the simulated network (a lost message or reply fails the round
+//!   after a 1 ms timeout). While the initiator waits, the rest of the simulation keeps
+//!   running: the round's calls pump the event queue. A failed round is planned again removing
+//!   the member that failed, at most three attempts. The lease wait is 1.5 lease periods of the
+//!   initiator's local clock, as in `node.rs`. (`node.rs` waits `max(lease, 200 ms)` for an
+//!   answer, which by itself outlasts every removed member's lease and so hides what the lease
+//!   wait is for; the protocol must be right for any timeout.)
+//! * **Faults**, one scenario per run, striking 8–16 ms in, once every member has synchronised
+//!   at least once: none; a non-CM crashes or is partitioned; the CM crashes; the CM crashes
+//!   and another member crashes or is partitioned at the same instant (five members, `f` = 2);
+//!   the CM crashes and the CM that replaces it crashes 0–1 ms after enabling its clock —
+//!   sometimes before any member synchronised with it, which is the case ADVANCE exists for. A
+//!   *partitioned* member is alive: its clients keep running transactions until its own lease
+//!   check disables its clock — this is what the lease-expiry wait exists for.
 //! * **A workload** on every live member: two clients each run, one after another, read-only
 //!   transactions (1–3 of 4 registers) and blind write transactions (1–2 registers, unique
 //!   values) against one perfect multi-version store shared by the simulation. A transaction
@@ -66,22 +72,45 @@
 //! # What is not simulated
 //! Transaction recovery, backups and promotion of data (the store is one perfect store: only
 //! time is under test), the engine's OCC validation (there are no read-write transactions),
-//! durable nodes and the storage seam, crashed members restarting, partitions healing, a
-//! partitioned *CM* that stays alive (see below), and racing initiators: one round runs at a time
-//! (the etcd compare-and-swap already lets exactly one win; the others' rounds would fail).
-//! A member that suspects the same members again waits [`FAILOVER_RETRY_NANOS`] (`node.rs` waits
-//! 1 s, longer than a simulated run).
+//! durable nodes and the storage seam, crashed members restarting, partitions healing, adding
+//! members, and racing initiators: one round runs at a time (the etcd compare-and-swap already
+//! lets exactly one win; the others' swaps fail on the sequence number, as they do here when
+//! they come after it). A member that suspects the same members again waits
+//! [`FAILOVER_RETRY_NANOS`] (`node.rs` waits 1 s, longer than a simulated run). The tokio
+//! transport, etcd itself and `node.rs`'s threads are not run: the simulation re-implements
+//! their clock-relevant behaviour (lease bookkeeping, `check_leases`, `reconfigure`,
+//! CONFIG-COMMIT adoption) and runs the real clock and failover code.
 //!
-//! # Two deviations from `node.rs`, on purpose
-//! * After a round that changed the CM fails, `node.rs` plans again from the swapped
-//!   configuration, in which the initiator already is the CM, so the new plan has
-//!   `cm_changed = false`: the round then never enables the initiator's clock, and the cluster
-//!   stays without time. The simulation keeps `cm_changed` (and sets `lease_wait`, because the
-//!   member removed now may still be serving) for the retry; the report of issue 17 describes
-//!   the bug.
-//! * A CM never fences itself in `node.rs` (`check_leases` disables only a non-CM's clock), so a
-//!   partitioned-but-alive CM would serve forever below the new CM's time. That scenario is
-//!   [`Fault::CmPartitioned`], off in the default mix and tested separately.
+//! # The gaps of `node.rs` the simulation finds, and keeps shut by default
+//! Each has a `gap_` test naming the first seed the checker rejects with the gap open (and
+//! checking that seed passes with it shut), so the simulation keeps proving it can see them:
+//! * **A CM never fences itself.** `check_leases` disables only a non-CM's clock, and no lease
+//!   wait is planned when only the CM is removed ("its lease has already expired"). A CM that
+//!   is partitioned but alive ([`Fault::CmPartitioned`], not in the default mix) keeps handing
+//!   out time below the new CM's.
+//! * **Lost lease messages remove a live CM**, which then keeps serving the same way. By
+//!   default lease messages are not lost at random ([`SimOptions::lossy_leases`]).
+//! * **A failover before any survivor synchronised** leaves no bound on the old CM's time:
+//!   [`SyncedClock::disable_for_reconfiguration`] of a follower that never synchronised gives
+//!   its old FF (0), and the new CM enables below timestamps the old one handed out. By
+//!   default the fault waits for every member's first sync ([`SimOptions::strike_before_sync`]).
+//! * **A round longer than a lease removes the live new CM.** Members restart their CM lease
+//!   at CONFIG-COMMIT, but the new CM grants leases only after its last ADVANCE-ACK (it adopts
+//!   the configuration then); with one-way delays near 2 ms the rest of a five-member round
+//!   outlasts a 10 ms lease. By default delays are at most 200 µs
+//!   ([`SimOptions::delay_max_nanos`]).
+//!
+//! One more `node.rs` behaviour the simulation does not copy: after a round that changed the
+//! CM fails, `reconfigure` plans again from the swapped configuration, in which the initiator
+//! already is the CM, so the new plan has `cm_changed = false` and the round never enables the
+//! initiator's clock — the cluster stays without time (liveness, not safety). The simulation
+//! keeps `cm_changed` for the retry and sets `lease_wait`, because the member removed now may
+//! still be serving.
+//!
+//! The simulation also found a bug in [`failover::run_round`], fixed: the new CM raised FF to
+//! its own upper bound only after `advance` had replaced its sync state with FF, so the time
+//! the lease wait took was dropped, and a partitioned member that served on during the NEW-CONFIG
+//! round could hand out timestamps above the new CM's FF.
 //!
 //! # Why our own seam and not turmoil or madsim
 //! Nodes run std threads and blocking calls (the lease thread, `get_ts`, the failover thread),
@@ -935,12 +964,12 @@ impl World {
         match fault {
             Fault::Nothing => {}
             Fault::NonCm { partitioned } => {
-                let victim = pick(&mut *st);
+                let victim = pick(&mut st);
                 st.fail(victim, partitioned);
             }
             Fault::Cm | Fault::CmTwice => st.fail(cm, false),
             Fault::CmPlusOne { partitioned } => {
-                let victim = pick(&mut *st);
+                let victim = pick(&mut st);
                 st.fail(cm, false);
                 st.fail(victim, partitioned);
             }
@@ -1273,7 +1302,7 @@ impl State {
 
 /// The round's messages over the simulated network: each call sends, pumps the simulation
 /// until the message arrives, acts on the member, and pumps again until the answer is back;
-/// a lost message or answer fails after [`ROUND_TIMEOUT_NANOS`].
+/// a lost message or answer fails after a timeout (1 ms).
 pub struct SimMembers<'a> {
     world: &'a World,
     me: NodeId,

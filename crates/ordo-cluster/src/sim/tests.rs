@@ -23,6 +23,9 @@ const GAP_LOSSY_LEASES_SEED: u64 = 75;
 const GAP_EARLY_STRIKE_SEED: u64 = 84;
 const GAP_SLOW_ROUND_SEED: u64 = 21;
 
+/// Per scenario: runs, runs with a completed failover, committed transactions.
+type Stats = BTreeMap<String, (u64, u64, u64)>;
+
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
     let v = v.trim();
@@ -38,13 +41,13 @@ fn run_seeds(test: &str, count: u64) {
     let base = ordo_seed::Seed::new(test);
     let started = Instant::now();
     let workers = 2u64;
-    let results: Vec<(Vec<String>, BTreeMap<String, (u64, u64, u64)>)> = std::thread::scope(|s| {
+    let results: Vec<(Vec<String>, Stats)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 let base = &base;
                 s.spawn(move || {
                     let mut failures = Vec::new();
-                    let mut stats: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+                    let mut stats: Stats = BTreeMap::new();
                     for i in (w..count).step_by(workers as usize) {
                         let seed = base.derive(i);
                         let run = simulate(seed, SimOptions::default());
@@ -63,7 +66,7 @@ fn run_seeds(test: &str, count: u64) {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let mut failures = Vec::new();
-    let mut stats: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    let mut stats: Stats = BTreeMap::new();
     for (f, s) in results {
         failures.extend(f);
         for (k, v) in s {
