@@ -105,7 +105,9 @@
 //! already is the CM, so the new plan has `cm_changed = false` and the round never enables the
 //! initiator's clock — the cluster stays without time (liveness, not safety). The simulation
 //! keeps `cm_changed` for the retry and sets `lease_wait`, because the member removed now may
-//! still be serving.
+//! still be serving. [`SimOptions::node_rs_retry`] plans the retry as `node.rs` does; the test
+//! `gap_a_failed_round_never_enables_the_new_cm` names a seed that then ends without time
+//! ([`SimRun::enabled_at_end`] is 0).
 //!
 //! The simulation also found a bug in [`failover::run_round`], fixed: the new CM raised FF to
 //! its own upper bound only after `advance` had replaced its sync state with FF, so the time
@@ -318,6 +320,9 @@ pub struct SimOptions {
     pub loss_ppm: Option<u64>,
     /// Lease messages are lost like any other (module docs); off by default.
     pub lossy_leases: bool,
+    /// Plan the retry after a failed round exactly as `node.rs` does, from the swapped
+    /// configuration, losing the CM change (module docs); off by default.
+    pub node_rs_retry: bool,
     /// Print what the failover does, with virtual times, on stderr (replaying a seed).
     pub trace: bool,
 }
@@ -356,6 +361,9 @@ pub struct SimRun {
     pub refused_swaps: u32,
     /// Events processed.
     pub events: u64,
+    /// Members of the configuration in etcd that are alive with their clock enabled when the
+    /// run ends (0: the cluster hands out no time).
+    pub enabled_at_end: usize,
     /// The options of the run.
     pub options: SimOptions,
 }
@@ -407,6 +415,9 @@ impl SimRun {
         }
         if o.lossy_leases {
             env.push_str(" ORDO_SIM_LOSSY_LEASES=1");
+        }
+        if o.node_rs_retry {
+            env.push_str(" ORDO_SIM_NODE_RS_RETRY=1");
         }
         if o.strike_before_sync {
             env.push_str(" ORDO_SIM_EARLY_STRIKE=1");
@@ -760,6 +771,12 @@ impl World {
 
     fn finish(self) -> SimRun {
         let st = self.st.into_inner();
+        let enabled_at_end = st
+            .etcd
+            .members
+            .iter()
+            .filter(|m| st.nodes[idx(m.id)].alive && self.clocks[idx(m.id)].is_enabled())
+            .count();
         let txns = st
             .txns
             .into_iter()
@@ -783,6 +800,7 @@ impl World {
             failed_rounds: st.failed_rounds,
             refused_swaps: st.refused_swaps,
             events: st.processed,
+            enabled_at_end,
             options: self.options,
         }
     }

@@ -31,7 +31,7 @@ impl World {
                     return;
                 }
             };
-            if carried_cm_change {
+            if carried_cm_change && !self.options.node_rs_retry {
                 // Deviation from node.rs (module docs): the CM change of the failed round
                 // still has to happen, and the member removed now may still be serving.
                 plan.cm_changed = true;

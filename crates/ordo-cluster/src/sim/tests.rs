@@ -22,6 +22,7 @@ const GAP_PARTITIONED_CM_SEED: u64 = 0;
 const GAP_LOSSY_LEASES_SEED: u64 = 75;
 const GAP_EARLY_STRIKE_SEED: u64 = 84;
 const GAP_SLOW_ROUND_SEED: u64 = 21;
+const GAP_NODE_RS_RETRY_SEED: u64 = 1;
 
 /// Per scenario: runs, runs with a completed failover, committed transactions.
 type Stats = BTreeMap<String, (u64, u64, u64)>;
@@ -137,12 +138,13 @@ fn replay_one_seed() {
         delay_max_nanos: env_u64("ORDO_SIM_DELAY_MAX_NS"),
         loss_ppm: env_u64("ORDO_SIM_LOSS_PPM"),
         lossy_leases: std::env::var_os("ORDO_SIM_LOSSY_LEASES").is_some(),
+        node_rs_retry: std::env::var_os("ORDO_SIM_NODE_RS_RETRY").is_some(),
         trace,
     };
     let run = simulate(seed, options);
     eprintln!(
         "seed {seed}: {:?}, {} members, {} attempts ({} committed), {} events, failovers {:?}, \
-         {} failed rounds, {} refused swaps",
+         {} failed rounds, {} refused swaps, {} clocks enabled at the end",
         run.fault,
         run.members,
         run.history.len(),
@@ -150,7 +152,8 @@ fn replay_one_seed() {
         run.events,
         run.failovers,
         run.failed_rounds,
-        run.refused_swaps
+        run.refused_swaps,
+        run.enabled_at_end
     );
     if let Err(e) = run.check() {
         panic!("{e}");
@@ -258,4 +261,27 @@ fn gap_a_failover_before_any_sync_loses_the_old_cms_time() {
 fn gap_a_round_longer_than_a_lease_removes_the_live_new_cm() {
     let options = SimOptions { delay_max_nanos: Some(2 * MILLI), ..SimOptions::default() };
     gap(options, SimOptions::default(), GAP_SLOW_ROUND_SEED);
+}
+
+/// `node.rs::reconfigure` plans the retry after a failed round from the swapped configuration,
+/// in which the initiator already is the CM: the retry has `cm_changed = false`, the round
+/// never enables the initiator's clock, and the cluster ends without time (a liveness gap; the
+/// checker has nothing to reject). The first seed in the search where that happens with the
+/// CM and a partitioned member lost (the round fails on the partitioned member), and the same
+/// seed with the simulation's retry, which ends with clocks enabled.
+#[test]
+fn gap_a_failed_round_never_enables_the_new_cm() {
+    let base =
+        SimOptions { fault: Some(Fault::CmPlusOne { partitioned: true }), ..SimOptions::default() };
+    let node_rs = SimOptions { node_rs_retry: true, ..base };
+    let stuck = |seed: u64| {
+        let run = simulate(seed, node_rs);
+        run.check().unwrap();
+        run.failed_rounds > 0 && run.enabled_at_end == 0
+    };
+    let found = (0..SEARCH_SEEDS).find(|&seed| stuck(seed));
+    eprintln!("first seed without time: {found:?}");
+    assert_eq!(found, Some(GAP_NODE_RS_RETRY_SEED));
+    let control = simulate(GAP_NODE_RS_RETRY_SEED, base);
+    assert!(control.enabled_at_end > 0, "{control:?}");
 }
