@@ -98,7 +98,7 @@ impl World {
             return false;
         };
         self.pump_until(start + there);
-        let swapped = {
+        let (swapped, down, at) = {
             let mut st = self.st.borrow_mut();
             let now = st.now;
             let down = st.etcd_down.is_some_and(|(from, to)| (from..to).contains(&now));
@@ -106,8 +106,18 @@ impl World {
             if ok {
                 st.etcd = next.clone();
             }
-            ok
+            (ok, down, st.etcd.seq)
         };
+        self.trace(|| {
+            let why = if swapped {
+                "swapped"
+            } else if down {
+                "etcd down"
+            } else {
+                "seq moved"
+            };
+            format!("{me}: etcd {why}, at {at}")
+        });
         let answered = back.is_some() && self.st.borrow().nodes[idx(me)].alive;
         match back {
             Some(back) => self.pump_until(start + there + back),
