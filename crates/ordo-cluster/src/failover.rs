@@ -272,6 +272,16 @@ pub fn run_round<L: Clock>(
     let Some(ff) = ff else {
         return Ok(RoundOutcome { ff: None, acks: others.len() });
     };
+    if ff == Timestamp::ZERO && clock.fast_forward_point() == Timestamp::ZERO {
+        // No survivor ever synchronised with the old CM: nothing bounds the time it handed
+        // out, so no FF is safe. The cluster stays without time rather than go back in it.
+        return Err(RoundError {
+            seq: next.seq,
+            member: me,
+            step: "ADVANCE",
+            reason: "no survivor has a bound on the old CM's time (none ever synchronised)".into(),
+        });
+    }
     // Raised to the new CM's own upper bound after the wait, as the paper says; the clock
     // does the same again when enabled. The bound is read before `advance`, which replaces
     // the clock's sync state with FF and so would drop the time the lease wait took.

@@ -184,6 +184,8 @@ pub struct NodeShared {
     any_fenced: AtomicBool,
     /// On the CM: clients silent for [`CLIENT_OAT_TTL`], for the lease thread to recover.
     clients_gone: Mutex<Vec<u64>>,
+    /// The CM disabled its own clock because a member went silent (`fence_cm`).
+    cm_fenced: AtomicBool,
 }
 
 /// A copy of a region to a new backup (re-replication) as it ended.
@@ -806,12 +808,17 @@ impl NodeShared {
     /// uncertainty stays below the lag reads above the bound, so no fresh transaction meets
     /// the GC_local guard.
     fn cluster_oat(&self) -> ordo_clock::Timestamp {
-        let mut oat = self.db.oldest_active().as_nanos();
-        if let Ok(now) = self.clock.try_now(Duration::ZERO) {
-            oat = oat.min(now.lo().as_nanos().saturating_sub(duration_nanos(GC_BOUND_LAG)));
-        } else {
-            oat = 0;
-        }
+        // Never waits on the clock: the lease thread calls this, also while the CM's clock is
+        // disabled (`fence_cm`). Without a reading the bound is 0 (no GC), which is safe.
+        let oat = match self.clock.try_now(Duration::ZERO) {
+            Ok(now) => self
+                .db
+                .oldest_active_at(now.lo())
+                .as_nanos()
+                .min(now.lo().as_nanos().saturating_sub(duration_nanos(GC_BOUND_LAG))),
+            Err(_) => 0,
+        };
+        let mut oat = oat;
         let config = self.config();
         let mut oats = self.oats.lock().unwrap_or_else(|p| p.into_inner());
         for m in config.non_cms() {
@@ -1029,6 +1036,7 @@ impl Node {
             fenced: Mutex::new(std::collections::HashSet::new()),
             any_fenced: AtomicBool::new(false),
             clients_gone: Mutex::new(Vec::new()),
+            cm_fenced: AtomicBool::new(false),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -1454,7 +1462,11 @@ async fn sync_once(shared: &NodeShared, peer: &Peer, timeout: Duration) {
 async fn renew_once(shared: &NodeShared, peer: &Peer, seq: u64, cm: NodeId, timeout: Duration) {
     let sent = Instant::now();
     let lease_ms = shared.file.lease_ms;
-    let oat = shared.db.oldest_active().as_nanos();
+    // Never waits on a disabled clock (the lease must go on); 0 holds the cluster's GC back.
+    let oat = match shared.clock.try_now(Duration::ZERO) {
+        Ok(now) => shared.db.oldest_active_at(now.lo()).as_nanos(),
+        Err(_) => 0,
+    };
     match peer.call_timeout(Body::LeaseRequest { config_seq: seq, lease_ms, oat }, timeout).await {
         Ok(Body::LeaseGrant { config_seq, gc, .. }) if config_seq == seq => {
             // FaRMv2 Fig. 9: the CM's view of the cluster's OAT bounds this node's GC.
@@ -1499,6 +1511,7 @@ fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
             );
         }
     }
+    fence_cm(shared, now);
     shared.metrics.lease_expiries.fetch_add(expired.len() as u64, Ordering::Relaxed);
     shared.metrics.suspects.store(suspects as u64, Ordering::Relaxed);
     if shared.file.failover && shared.store.is_some() {
@@ -1526,6 +1539,43 @@ fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
                 shared.reconfiguring.store(false, Ordering::Release);
             }
         }
+    }
+}
+
+/// The CM's side of the leases (failover on): a CM that has not heard a lease request from
+/// some member for half a lease period disables its clock, and enables it again — at its own
+/// time, through FF — once every member renews again (or the failover it starts removed the
+/// silent one). A member suspects the CM only a full period after its last renewal, so a CM
+/// cut off from any member stops handing out time before that member can start a failover
+/// that makes another node CM: no lease wait is needed when only the CM is removed.
+fn fence_cm(shared: &NodeShared, now: Instant) {
+    if !shared.file.failover || !shared.is_cm() {
+        return;
+    }
+    let config = shared.config();
+    let limit = shared.file.lease() / 2;
+    let silent: Vec<NodeId> = {
+        let leases = shared.leases();
+        config
+            .non_cms()
+            .filter(|m| {
+                leases
+                    .get(m.id)
+                    .is_some_and(|l| now.saturating_duration_since(l.renewed_at) > limit)
+            })
+            .map(|m| m.id)
+            .collect()
+    };
+    let fenced = shared.cm_fenced.load(Ordering::Acquire);
+    if !silent.is_empty() && !fenced {
+        let ff = shared.clock.disable_for_reconfiguration();
+        shared.cm_fenced.store(true, Ordering::Release);
+        tracing::warn!(node = shared.id, silent = ?silent, ff = ff.as_nanos(),
+            "CM clock disabled: members silent for half a lease");
+    } else if silent.is_empty() && fenced && !shared.reconfiguring.load(Ordering::Acquire) {
+        let ff = shared.clock.enable_master_at(shared.clock.disable_for_reconfiguration());
+        shared.cm_fenced.store(false, Ordering::Release);
+        tracing::warn!(node = shared.id, ff = ff.as_nanos(), "CM clock enabled again");
     }
 }
 
@@ -1621,15 +1671,23 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
     let Some(store) = shared.store.as_ref() else { return };
     let started = Instant::now();
     let before = shared.config();
+    // A failed round that changed the CM leaves this node CM in the swapped configuration with
+    // its clock disabled: the next attempt must still fast-forward and enable it, and wait a
+    // lease, since the member it removes now may still be serving.
+    let mut cm_change_pending = false;
     for _attempt in 0..3 {
         let current = shared.config();
-        let plan = match failover::plan(&current, &removed, shared.id) {
+        let mut plan = match failover::plan(&current, &removed, shared.id) {
             Ok(plan) => plan,
             Err(e) => {
                 tracing::error!(node = shared.id, error = %e, "cannot reconfigure");
                 return;
             }
         };
+        if cm_change_pending {
+            plan.cm_changed = true;
+            plan.lease_wait = true;
+        }
         if let Err(e) = shared.net.block_on(store.swap(current.seq, &plan.next)) {
             // Another member won the race (or etcd is unreachable): its NEW-CONFIG follows.
             tracing::warn!(node = shared.id, error = %e, "configuration swap refused");
@@ -1678,6 +1736,7 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
                 tracing::warn!(node = shared.id, error = %e, "reconfiguration round failed");
                 // The swapped configuration stands in etcd; plan again from it without the
                 // member that failed.
+                cm_change_pending |= plan.cm_changed;
                 shared.adopt(plan.next.clone());
                 removed = std::collections::BTreeSet::from([e.member]);
             }

@@ -413,7 +413,43 @@ fn the_cm_removes_a_stopped_member_without_touching_the_clocks() {
     assert!(!report.cm_changed && report.clock_disabled == Duration::ZERO, "{report:?}");
     assert_eq!(nodes[0].config().cm, 1);
     assert_eq!(nodes[1].clock().stats().disables, disables, "node 2's clock stayed enabled");
-    assert!(nodes.iter().all(|n| n.clock().is_enabled()));
+    // The CM stopped handing out time while node 3 was silent (`fence_cm`), and hands it out
+    // again once node 3 is removed.
+    wait_for("every clock enabled", lease * 10, || nodes.iter().all(|n| n.clock().is_enabled()));
+}
+
+/// A CM cut off from a member stops handing out time within a lease period — before that
+/// member could suspect it and make another node CM — and hands it out again, at its own time,
+/// once the member is back. A member's view: its lease with the CM expires only after a full
+/// period.
+#[test]
+fn a_cm_that_loses_a_member_fences_its_clock_before_the_member_could_suspect_it() {
+    let mut fx = Fixture::new("cm-fence");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "cm-fence", 3, 100);
+    let before = nodes[0].clock().get_ts();
+    let stopped = Instant::now();
+    nodes.pop().unwrap().shutdown();
+    wait_for("the CM's clock disabled", lease * 10, || !nodes[0].clock().is_enabled());
+    let fenced_after = stopped.elapsed();
+    eprintln!("CM fenced {fenced_after:?} after a member stopped (lease {lease:?})");
+    assert!(fenced_after < lease, "a member could have suspected the CM first");
+    let t = Instant::now();
+    wait_for("node 3 removed and the CM's clock enabled again", lease * 50, || {
+        if t.elapsed() > lease * 40 {
+            eprintln!(
+                "seq {} members {:?} enabled {} report {:?} suspects {:?}",
+                nodes[0].config().seq,
+                nodes[0].config().members.iter().map(|m| m.id).collect::<Vec<_>>(),
+                nodes[0].clock().is_enabled(),
+                nodes[0].last_failover(),
+                nodes[0].suspects()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        nodes[0].config().member(3).is_none() && nodes[0].clock().is_enabled()
+    });
+    assert!(nodes[0].clock().get_ts() > before);
 }
 
 /// A one-entry part writing the `u64` `value` at `addr`, for a hand-made coordinator: the entry

@@ -479,7 +479,13 @@ impl<C: Clock> Ordo<C> {
     /// The oldest active timestamp here now: the smallest read timestamp of a running
     /// transaction (or one being served), else `now().lo`. A cluster node reports it to the CM.
     pub fn oldest_active(&self) -> ordo_clock::Timestamp {
-        let now = self.shared.clock.now().lo();
+        self.oldest_active_at(self.shared.clock.now().lo())
+    }
+
+    /// [`Ordo::oldest_active`] with the current time given by the caller: never reads the
+    /// clock, so a caller whose clock may be disabled (a cluster node's lease thread) reads it
+    /// without waiting and passes what it got.
+    pub fn oldest_active_at(&self, now: ordo_clock::Timestamp) -> ordo_clock::Timestamp {
         self.shared.min_active().map_or(now, |a| a.min(now))
     }
 
