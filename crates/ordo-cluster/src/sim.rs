@@ -15,15 +15,22 @@
 //!   late, FaRMv2 §4.1's "scheduling delays"), so the upper bounds of their intervals are wide.
 //! * **Clock sync** (FaRMv2 Fig. 2): each non-CM runs `begin_sync` / [`SyncedClock::master_time`]
 //!   on the CM / `finish_sync` about every millisecond. A lost sync just fails.
-//! * **Leases** (FaRM, module [`crate::lease`]): a non-CM renews its lease with the CM every
-//!   lease/4 (10 ms leases), counted from the request's send time, and every successful sync
-//!   renews it too; the CM's lease of a member is renewed by every request it receives from it.
-//!   Each member checks its leases every lease/4 (random phase), and half the checks run late
-//!   by up to another lease/4 (a descheduled lease thread: `node.rs`'s lease wait of 1.5
-//!   periods allows for exactly that). A non-CM whose CM lease expired disables its clock with
-//!   [`SyncedClock::disable_for_reconfiguration`], as `node.rs::check_leases` does, and suspects
-//!   the CM; the CM suspects members whose leases expired. Lease messages are lost only to
-//!   crashes and partitions unless [`SimOptions::lossy_leases`] is set (see the gaps below).
+//! * **Leases** (FaRM, module [`crate::lease`]), as `node.rs` keeps them: a non-CM sends a lease
+//!   request for its configuration to the CM every lease/4 (10 ms leases); the CM records the
+//!   renewal when the request arrives (if it is the CM of that configuration) and grants it,
+//!   and the member records its renewal at the time it sent the request. Syncs renew no lease.
+//!   After adopting a configuration with a new CM, both sides track their new partners with a
+//!   grace of four lease periods, which the first renewal ends (`NodeShared::adopt`). Each
+//!   member checks its leases every lease/4 (random phase), and half the checks run late by up
+//!   to another lease/4 (a descheduled lease thread: `node.rs`'s lease wait of 1.5 periods
+//!   allows for exactly that). A lease not renewed for a period expires. A non-CM whose CM
+//!   lease expired disables its clock with [`SyncedClock::disable_for_reconfiguration`] (a
+//!   later sync enables it again) and suspects the CM; the CM suspects members whose leases
+//!   expired. **The CM fences itself** (`node.rs::fence_cm`): at every check, if a current
+//!   member's last lease request arrived more than lease/2 ago, it disables its own clock; once
+//!   no member is silent and no reconfiguration runs on it, it enables it again at its own
+//!   bound (`enable_master_at(disable_for_reconfiguration())`). Lease messages are lost only to
+//!   crashes and partitions unless [`SimOptions::lossy_leases`] is set.
 //! * **Failover** as `node.rs::reconfigure`: [`failover::plan`], a compare-and-swap of the
 //!   configuration in a simulated etcd (a network round trip; it fails while etcd is
 //!   unavailable, a random window in 30 % of the runs, or when the sequence number moved),
@@ -39,7 +46,10 @@
 //!   at least once: none; a non-CM crashes or is partitioned; the CM crashes; the CM crashes
 //!   and another member crashes or is partitioned at the same instant (five members, `f` = 2);
 //!   the CM crashes and the CM that replaces it crashes 0–1 ms after enabling its clock —
-//!   sometimes before any member synchronised with it, which is the case ADVANCE exists for. A
+//!   sometimes before any member synchronised with it, which is the case ADVANCE exists for.
+//!   Two more scenarios are not in the default mix and run in their own tests: the CM is
+//!   partitioned ([`Fault::CmPartitioned`]), and the CM crashes and the CM replacing it is
+//!   partitioned 0–1 ms after enabling ([`Fault::NewCmPartitioned`]). A
 //!   *partitioned* member is alive: its clients keep running transactions until its own lease
 //!   check disables its clock — this is what the lease-expiry wait exists for.
 //! * **A workload** on every live member: two clients each run, one after another, read-only
@@ -81,35 +91,39 @@
 //! their clock-relevant behaviour (lease bookkeeping, `check_leases`, `reconfigure`,
 //! CONFIG-COMMIT adoption) and runs the real clock and failover code.
 //!
-//! # The gaps of `node.rs` the simulation finds, and keeps shut by default
-//! Each has a `gap_` test naming the first seed the checker rejects with the gap open (and
-//! checking that seed passes with it shut), so the simulation keeps proving it can see them:
-//! * **A CM never fences itself.** `check_leases` disables only a non-CM's clock, and no lease
-//!   wait is planned when only the CM is removed ("its lease has already expired"). A CM that
-//!   is partitioned but alive ([`Fault::CmPartitioned`], not in the default mix) keeps handing
-//!   out time below the new CM's.
-//! * **Lost lease messages remove a live CM**, which then keeps serving the same way. By
-//!   default lease messages are not lost at random ([`SimOptions::lossy_leases`]).
-//! * **A failover before any survivor synchronised** leaves no bound on the old CM's time:
-//!   [`SyncedClock::disable_for_reconfiguration`] of a follower that never synchronised gives
-//!   its old FF (0), and the new CM enables below timestamps the old one handed out. By
-//!   default the fault waits for every member's first sync ([`SimOptions::strike_before_sync`]).
-//! * **A round longer than a lease removes the live new CM.** Members restart their CM lease
-//!   at CONFIG-COMMIT, but the new CM grants leases only after its last ADVANCE-ACK (it adopts
-//!   the configuration then); with one-way delays near 2 ms the rest of a five-member round
-//!   outlasts a 10 ms lease. By default delays are at most 200 µs
-//!   ([`SimOptions::delay_max_nanos`]).
+//! # The gaps of `node.rs` the simulation found, now closed
+//! Each was found as a seed the checker rejected; `node.rs` closed them (issue 17), the
+//! simulation models the fix by default, and each has a test that runs the scenario with the
+//! fix and names the first seed the checker rejects with the fix left out (the `SimOptions`
+//! switches below model `node.rs` before it), so the simulation keeps proving it can see the
+//! gap:
+//! * **A CM never fenced itself.** `check_leases` disabled only a non-CM's clock, and no lease
+//!   wait is planned when only the CM is removed. A CM that is partitioned but alive
+//!   ([`Fault::CmPartitioned`]), or that lost lease requests ([`SimOptions::lossy_leases`]),
+//!   kept handing out time below the new CM's. Now the CM fences itself half a lease after a
+//!   member's last request arrived, before that member (whose renewal counts from its send time)
+//!   suspects it a full lease after; [`SimOptions::no_cm_fence`] leaves the fence out.
+//! * **A failover before any survivor synchronised** left no bound on the old CM's time; the
+//!   round now refuses to enable a new CM at FF = 0 ([`failover::run_round`]) and the cluster
+//!   stays without time. By default the fault waits for every member's first sync anyway
+//!   ([`SimOptions::strike_before_sync`]).
+//! * **A failed round that changed the CM never enabled the new CM**: `reconfigure` planned
+//!   the retry from the swapped configuration, in which the initiator already is the CM, so
+//!   the retry had `cm_changed = false` and the cluster stayed without time (liveness). Now
+//!   the retry keeps `cm_changed` and sets `lease_wait` (the member it removes may still be
+//!   serving); [`SimOptions::retry_loses_cm_change`] plans it the old way, and
+//!   [`SimRun::enabled_at_end`] is 0 for the named seed.
+//! * **A round longer than a lease removed the live new CM** in an earlier version of the
+//!   simulation, which started leases afresh at adoption. Members start their lease with the
+//!   new CM at CONFIG-COMMIT, but the new CM grants leases only after its last ADVANCE-ACK (it
+//!   adopts the configuration then); with one-way delays near 2 ms the rest of a five-member
+//!   round outlasts a 10 ms lease. `node.rs` gives a new CM's lease partners a grace of four
+//!   lease periods, far longer than such a round, and the simulation now models it;
+//!   [`SimOptions::no_adopt_grace`] leaves the grace out (by default delays are at most
+//!   200 µs, [`SimOptions::delay_max_nanos`]).
 //!
-//! One more `node.rs` behaviour the simulation does not copy: after a round that changed the
-//! CM fails, `reconfigure` plans again from the swapped configuration, in which the initiator
-//! already is the CM, so the new plan has `cm_changed = false` and the round never enables the
-//! initiator's clock — the cluster stays without time (liveness, not safety). The simulation
-//! keeps `cm_changed` for the retry and sets `lease_wait`, because the member removed now may
-//! still be serving. [`SimOptions::node_rs_retry`] plans the retry as `node.rs` does; the test
-//! `gap_a_failed_round_never_enables_the_new_cm` names a seed that then ends without time
-//! ([`SimRun::enabled_at_end`] is 0).
-//!
-//! Two more liveness gaps show in runs that end without a failover (about 6 % of the runs with
+//! # What remains open
+//! Two liveness gaps show in runs that end without a failover (about 6 % of the runs with
 //! the CM crashed; the checker has nothing to reject, the cluster just stays without time):
 //! a compare-and-swap that etcd applied but whose answer was lost leaves etcd one
 //! configuration ahead of every member, nobody runs its round, and every later swap fails on
@@ -162,6 +176,11 @@ const MILLI: u64 = 1_000_000;
 pub const LEASE_NANOS: u64 = 10 * MILLI;
 /// How often a member checks its leases and renews its CM lease (`node.rs`: lease/4).
 const LEASE_CHECK_NANOS: u64 = LEASE_NANOS / 4;
+/// A CM fences itself when a member's last lease request arrived longer ago than this
+/// (`node.rs::fence_cm`: lease/2).
+const CM_FENCE_NANOS: u64 = LEASE_NANOS / 2;
+/// The grace of a new CM's lease partners (`NodeShared::adopt`: four lease periods).
+const ADOPT_GRACE_NANOS: u64 = 4 * LEASE_NANOS;
 /// The probability that a lease check runs late (by up to another check interval), in ppm.
 const LATE_CHECK_PPM: u64 = 500_000;
 /// Mean time between two syncs of a member.
@@ -273,9 +292,13 @@ pub enum Fault {
     },
     /// The CM crashes, and so does the CM that replaces it, soon after enabling its clock.
     CmTwice,
-    /// The CM is cut off but alive. `node.rs` never fences a CM, so this scenario is expected
-    /// to break strict serializability; it is not in the default mix (module docs).
+    /// The CM is cut off but alive: it must fence itself before a member can suspect it
+    /// (`node.rs::fence_cm`, module docs). Not in the default mix.
     CmPartitioned,
+    /// The CM crashes, and the CM that replaces it is cut off (alive) soon after enabling its
+    /// clock: the new CM must fence itself although it never heard a lease request, and its
+    /// members may still be in their grace (module docs). Not in the default mix.
+    NewCmPartitioned,
 }
 
 impl Fault {
@@ -290,6 +313,7 @@ impl Fault {
             Fault::CmPlusOne { partitioned: true } => "cm+1-p",
             Fault::CmTwice => "cm-twice",
             Fault::CmPartitioned => "cm-p",
+            Fault::NewCmPartitioned => "new-cm-p",
         }
     }
 
@@ -304,6 +328,7 @@ impl Fault {
             Fault::CmPlusOne { partitioned: true },
             Fault::CmTwice,
             Fault::CmPartitioned,
+            Fault::NewCmPartitioned,
         ]
         .into_iter()
         .find(|f| f.env_name() == name)
@@ -315,7 +340,8 @@ impl Fault {
 pub struct SimOptions {
     /// Steps of the round to leave out (negative tests).
     pub shortcuts: RoundShortcuts,
-    /// The fault scenario; `None` draws one from the seed (never [`Fault::CmPartitioned`]).
+    /// The fault scenario; `None` draws one from the seed (never [`Fault::CmPartitioned`] or
+    /// [`Fault::NewCmPartitioned`]).
     pub fault: Option<Fault>,
     /// The number of members; `None` draws 3, 4 or 5 (5 for the scenarios that need it).
     pub members: Option<usize>,
@@ -328,9 +354,15 @@ pub struct SimOptions {
     pub loss_ppm: Option<u64>,
     /// Lease messages are lost like any other (module docs); off by default.
     pub lossy_leases: bool,
-    /// Plan the retry after a failed round exactly as `node.rs` does, from the swapped
-    /// configuration, losing the CM change (module docs); off by default.
-    pub node_rs_retry: bool,
+    /// Leave out the CM's self-fence (`node.rs::fence_cm`, module docs): `node.rs` before the
+    /// fence, a negative test.
+    pub no_cm_fence: bool,
+    /// Plan the retry after a failed round as `node.rs` did before it carried the CM change
+    /// over (module docs): the retry has `cm_changed = false`; a negative test.
+    pub retry_loses_cm_change: bool,
+    /// Start the leases of a new CM without `node.rs`'s grace of four lease periods
+    /// (`NodeShared::adopt`, module docs); a negative test.
+    pub no_adopt_grace: bool,
     /// Print what the failover does, with virtual times, on stderr (replaying a seed).
     pub trace: bool,
 }
@@ -424,8 +456,14 @@ impl SimRun {
         if o.lossy_leases {
             env.push_str(" ORDO_SIM_LOSSY_LEASES=1");
         }
-        if o.node_rs_retry {
-            env.push_str(" ORDO_SIM_NODE_RS_RETRY=1");
+        if o.no_cm_fence {
+            env.push_str(" ORDO_SIM_NO_CM_FENCE=1");
+        }
+        if o.retry_loses_cm_change {
+            env.push_str(" ORDO_SIM_RETRY_LOSES_CM_CHANGE=1");
+        }
+        if o.no_adopt_grace {
+            env.push_str(" ORDO_SIM_NO_ADOPT_GRACE=1");
         }
         if o.strike_before_sync {
             env.push_str(" ORDO_SIM_EARLY_STRIKE=1");
@@ -478,8 +516,8 @@ enum Event {
     SyncReply { from: NodeId, to: NodeId, start: SyncStart, cm: Interval },
     /// A non-CM sends a lease request.
     LeaseTick(NodeId),
-    /// A lease request reaches the CM `to`.
-    LeaseRequest { from: NodeId, to: NodeId, sent_local: u64 },
+    /// A lease request for configuration `seq` reaches the CM `to`.
+    LeaseRequest { from: NodeId, to: NodeId, seq: u64, sent_local: u64 },
     /// The grant reaches `to`.
     LeaseGrant { from: NodeId, to: NodeId, sent_local: u64 },
     /// A member checks its leases.
@@ -490,8 +528,8 @@ enum Event {
     TxnPoll(usize),
     /// The run's fault strikes.
     Strike,
-    /// A member crashes.
-    Crash(NodeId),
+    /// A member crashes, or (`partitioned`) is cut off.
+    Crash(NodeId, bool),
 }
 
 /// One member's state besides its clock.
@@ -503,13 +541,39 @@ struct NodeState {
     config: ClusterConfig,
     /// The CM reads its clock for this member's syncs this much later (a slow sync path).
     slow_sync_nanos: u64,
-    /// Local time of the last renewal of this non-CM's lease with the CM.
-    cm_lease_renewed: u64,
-    cm_lease_expired: bool,
-    /// The CM's leases of its members: local time of the last renewal, expired.
-    member_leases: BTreeMap<NodeId, (u64, bool)>,
-    /// The last failover attempt: the suspects and when (virtual ns).
+    /// The leases this member tracks (`node.rs`'s `LeaseTable`): a non-CM its CM's, the CM
+    /// its members'.
+    leases: BTreeMap<NodeId, SimLease>,
+    /// The CM disabled its clock because a member was silent (`node.rs::fence_cm`).
+    cm_fenced: bool,
+    /// A reconfiguration is pending or running on this member (`node.rs`: `reconfiguring`).
+    reconfiguring: bool,
+    /// The last failover attempt: the suspects and when it ended (virtual ns).
     last_attempt: Option<(BTreeSet<NodeId>, u64)>,
+}
+
+/// One lease as `node.rs`'s `LeaseTable` keeps it, in local ns.
+#[derive(Clone, Copy, Debug)]
+struct SimLease {
+    /// The last renewal, or (no renewal yet) the end of a grace, which may lie ahead.
+    renewed: u64,
+    renewals: u64,
+    expired: bool,
+}
+
+impl SimLease {
+    /// `LeaseTable::expect`: tracked as if renewed at `at`.
+    fn expect(at: u64) -> Self {
+        SimLease { renewed: at, renewals: 0, expired: false }
+    }
+
+    /// `LeaseTable::renewed`: the first renewal replaces the grace; later ones never move the
+    /// lease backwards.
+    fn renew(&mut self, at: u64) {
+        self.renewed = if self.renewals == 0 { at } else { self.renewed.max(at) };
+        self.renewals += 1;
+        self.expired = false;
+    }
 }
 
 /// Everything that changes, behind one `RefCell` (the clocks are outside: `run_round` holds one
@@ -528,6 +592,7 @@ struct State {
     loss_ppm: u64,
     trace: bool,
     lossy_leases: bool,
+    adopt_grace_nanos: u64,
     delay_max_nanos: u64,
     fault: Fault,
     /// `CmTwice`: the second crash was scheduled.
@@ -599,24 +664,19 @@ impl World {
             let local_now = clock.local_reading();
             clocks.push(clock);
             drifts.push(drift);
-            let member_leases = if id == config.cm {
-                config
-                    .members
-                    .iter()
-                    .filter(|m| m.id != id)
-                    .map(|m| (m.id, (local_now, false)))
-                    .collect()
+            let leases = if id == config.cm {
+                config.non_cms().map(|m| (m.id, SimLease::expect(local_now))).collect()
             } else {
-                BTreeMap::new()
+                BTreeMap::from([(config.cm, SimLease::expect(local_now))])
             };
             nodes.push(NodeState {
                 alive: true,
                 partitioned: false,
                 config: config.clone(),
                 slow_sync_nanos,
-                cm_lease_renewed: local_now,
-                cm_lease_expired: false,
-                member_leases,
+                leases,
+                cm_fenced: false,
+                reconfiguring: false,
                 last_attempt: None,
             });
         }
@@ -640,6 +700,7 @@ impl World {
             loss_ppm,
             trace: options.trace,
             lossy_leases: options.lossy_leases,
+            adopt_grace_nanos: if options.no_adopt_grace { 0 } else { ADOPT_GRACE_NANOS },
             delay_max_nanos: options.delay_max_nanos.unwrap_or(DELAY_MAX_NANOS),
             fault,
             second_crash_done: false,
@@ -765,15 +826,15 @@ impl World {
             Event::SyncRequest { from, to, start } => self.sync_request(from, to, start),
             Event::SyncReply { from, to, start, cm } => self.sync_reply(from, to, start, cm),
             Event::LeaseTick(id) => self.lease_tick(id),
-            Event::LeaseRequest { from, to, sent_local } => {
-                self.lease_request(from, to, sent_local)
+            Event::LeaseRequest { from, to, seq, sent_local } => {
+                self.lease_request(from, to, seq, sent_local)
             }
             Event::LeaseGrant { from, to, sent_local } => self.lease_grant(from, to, sent_local),
             Event::LeaseCheck(id) => self.lease_check(id),
             Event::ClientStart { node, client } => self.client_start(node, client),
             Event::TxnPoll(t) => self.txn_poll(t),
             Event::Strike => self.strike(),
-            Event::Crash(id) => self.crash(id),
+            Event::Crash(id, partitioned) => self.crash(id, partitioned),
         }
     }
 
@@ -872,21 +933,29 @@ impl State {
         }
     }
 
-    /// A member adopts `next` (CONFIG-COMMIT, or the initiator after its round): leases start
-    /// afresh with the CM of `next`.
+    /// A member adopts `next` (CONFIG-COMMIT, or the initiator after its round), as
+    /// `NodeShared::adopt`: leases of members no longer there are dropped; with a new CM, the
+    /// new lease partners are tracked with a grace of four lease periods (the first renewal
+    /// ends it).
     fn adopt(&mut self, id: NodeId, next: &ClusterConfig, local: u64) {
+        let grace = local + self.adopt_grace_nanos;
         let node = &mut self.nodes[idx(id)];
         if next.seq <= node.config.seq {
             return;
         }
+        let cm_changed = next.cm != node.config.cm;
         node.config = next.clone();
-        node.cm_lease_renewed = local;
-        node.cm_lease_expired = false;
-        node.member_leases = if next.cm == id {
-            next.members.iter().filter(|m| m.id != id).map(|m| (m.id, (local, false))).collect()
-        } else {
-            BTreeMap::new()
-        };
+        node.leases.retain(|&p, _| p != id && next.member(p).is_some());
+        if cm_changed {
+            if next.cm == id {
+                for m in next.non_cms() {
+                    node.leases.entry(m.id).or_insert(SimLease::expect(grace));
+                }
+            } else {
+                node.leases.retain(|&p, _| p == next.cm);
+                node.leases.entry(next.cm).or_insert(SimLease::expect(grace));
+            }
+        }
     }
 }
 

@@ -33,11 +33,7 @@ impl World {
         if !node.alive || node.config.cm != to || node.config.member(from).is_none() {
             return;
         }
-        // A request renews the member's lease at the CM.
-        let local = self.clock(to).local_reading();
-        if let Some(lease) = st.nodes[idx(to)].member_leases.get_mut(&from) {
-            *lease = (local.max(lease.0), false);
-        }
+        // A sync does not renew a lease (`node.rs`: only lease requests and grants do).
         let Some(cm) = self.clock(to).master_time() else { return };
         if let Some(delay) = st.send(to, from) {
             st.schedule(delay, Event::SyncReply { from: to, to: from, start, cm });
@@ -45,19 +41,13 @@ impl World {
     }
 
     pub(super) fn sync_reply(&self, from: NodeId, to: NodeId, start: SyncStart, cm: Interval) {
-        let mut st = self.st.borrow_mut();
-        let node = &mut st.nodes[idx(to)];
+        let st = self.st.borrow_mut();
+        let node = &st.nodes[idx(to)];
         if !node.alive || node.config.cm != from {
             return;
         }
-        if self.clock(to).finish_sync(start, cm).is_ok() {
-            // A successful sync renews the CM lease, counted from the request's send time.
-            let sent = start.send().lo().as_nanos();
-            if sent > node.cm_lease_renewed {
-                node.cm_lease_renewed = sent;
-                node.cm_lease_expired = false;
-            }
-        }
+        // A successful sync enables the clock again; it does not renew the CM's lease.
+        let _ = self.clock(to).finish_sync(start, cm);
     }
 
     pub(super) fn lease_tick(&self, id: NodeId) {
@@ -71,21 +61,26 @@ impl World {
             return;
         }
         let sent_local = self.clock(id).local_reading();
+        let seq = st.nodes[idx(id)].config.seq;
         if let Some(delay) = st.send_lease(id, cm) {
-            st.schedule(delay, Event::LeaseRequest { from: id, to: cm, sent_local });
+            st.schedule(delay, Event::LeaseRequest { from: id, to: cm, seq, sent_local });
         }
     }
 
-    pub(super) fn lease_request(&self, from: NodeId, to: NodeId, sent_local: u64) {
+    /// `node.rs`'s LeaseRequest handler: the CM of configuration `seq` records the renewal at
+    /// the request's arrival, and grants it.
+    pub(super) fn lease_request(&self, from: NodeId, to: NodeId, seq: u64, sent_local: u64) {
         let mut st = self.st.borrow_mut();
         let node = &st.nodes[idx(to)];
-        if !node.alive || node.config.cm != to || node.config.member(from).is_none() {
+        if !node.alive
+            || node.config.cm != to
+            || node.config.seq != seq
+            || node.config.member(from).is_none()
+        {
             return;
         }
         let local = self.clock(to).local_reading();
-        if let Some(lease) = st.nodes[idx(to)].member_leases.get_mut(&from) {
-            *lease = (local.max(lease.0), false);
-        }
+        st.nodes[idx(to)].leases.entry(from).or_insert(SimLease::expect(local)).renew(local);
         if let Some(delay) = st.send_lease(to, from) {
             st.schedule(delay, Event::LeaseGrant { from: to, to: from, sent_local });
         }
@@ -97,14 +92,13 @@ impl World {
         if !node.alive || node.config.cm != from {
             return;
         }
-        if sent_local > node.cm_lease_renewed {
-            node.cm_lease_renewed = sent_local;
-            node.cm_lease_expired = false;
-        }
+        // `renew_once`: the CM's lease counts from when the request was sent.
+        node.leases.entry(from).or_insert(SimLease::expect(sent_local)).renew(sent_local);
     }
 
-    /// `node.rs::check_leases`: a non-CM whose CM lease expired disables its clock and suspects
-    /// the CM; the CM suspects members whose leases expired.
+    /// `node.rs::check_leases`: leases not renewed for a period expire (once per episode); a
+    /// non-CM whose CM lease expired disables its clock and suspects the CM; the CM suspects
+    /// members whose leases expired, and fences itself (`fence_cm`).
     pub(super) fn lease_check(&self, id: NodeId) {
         let mut st = self.st.borrow_mut();
         if !st.nodes[idx(id)].alive {
@@ -119,34 +113,59 @@ impl World {
         let now = st.now;
         let node = &mut st.nodes[idx(id)];
         let cm = node.config.cm;
-        let mut suspects = BTreeSet::new();
-        if cm == id {
-            for (&member, lease) in &mut node.member_leases {
-                if local.saturating_sub(lease.0) > LEASE_NANOS {
-                    lease.1 = true;
+        for (&peer, lease) in &mut node.leases {
+            if !lease.expired && local.saturating_sub(lease.renewed) > LEASE_NANOS {
+                lease.expired = true;
+                if peer == cm && cm != id {
+                    self.clock(id).disable_for_reconfiguration();
+                    self.trace(|| format!("{id}: CM lease expired, clock disabled"));
                 }
-                if lease.1 {
-                    suspects.insert(member);
-                }
-            }
-        } else {
-            if !node.cm_lease_expired && local.saturating_sub(node.cm_lease_renewed) > LEASE_NANOS {
-                node.cm_lease_expired = true;
-                self.clock(id).disable_for_reconfiguration();
-                self.trace(|| format!("{id}: CM lease expired, clock disabled"));
-            }
-            if node.cm_lease_expired {
-                suspects.insert(cm);
             }
         }
+        if cm == id && !self.options.no_cm_fence {
+            self.fence_cm(id, node, local);
+        }
+        let suspects: BTreeSet<NodeId> = node
+            .leases
+            .iter()
+            .filter(|&(&p, l)| l.expired && (cm == id || p == cm))
+            .map(|(&p, _)| p)
+            .collect();
         if suspects.is_empty() {
             return;
         }
         let recently = node.last_attempt.as_ref().is_some_and(|(tried, at)| {
             *tried == suspects && now.saturating_sub(*at) < FAILOVER_RETRY_NANOS
         });
-        if !recently && !st.pending.iter().any(|(n, _)| *n == id) {
+        if !recently && !node.reconfiguring {
+            node.reconfiguring = true;
             st.pending.push((id, suspects));
+        }
+    }
+
+    /// `node.rs::fence_cm`: a CM that has not had a lease request from some current member for
+    /// half a lease period disables its clock; once no member is silent and no reconfiguration
+    /// runs on it, it enables the clock again at its own bound.
+    fn fence_cm(&self, id: NodeId, node: &mut NodeState, local: u64) {
+        let silent: Vec<NodeId> = node
+            .config
+            .non_cms()
+            .filter(|m| {
+                node.leases
+                    .get(&m.id)
+                    .is_some_and(|l| local.saturating_sub(l.renewed) > CM_FENCE_NANOS)
+            })
+            .map(|m| m.id)
+            .collect();
+        let clock = self.clock(id);
+        if !silent.is_empty() && !node.cm_fenced {
+            let ff = clock.disable_for_reconfiguration();
+            node.cm_fenced = true;
+            self.trace(|| format!("{id}: CM fenced, {silent:?} silent, FF {ff:?}"));
+        } else if silent.is_empty() && node.cm_fenced && !node.reconfiguring {
+            let ff = clock.enable_master_at(clock.disable_for_reconfiguration());
+            node.cm_fenced = false;
+            self.trace(|| format!("{id}: CM enabled again at {ff:?}"));
         }
     }
 
@@ -179,7 +198,7 @@ impl World {
                 let victim = pick(&mut st);
                 st.fail(victim, partitioned);
             }
-            Fault::Cm | Fault::CmTwice => st.fail(cm, false),
+            Fault::Cm | Fault::CmTwice | Fault::NewCmPartitioned => st.fail(cm, false),
             Fault::CmPlusOne { partitioned } => {
                 let victim = pick(&mut st);
                 st.fail(cm, false);
@@ -189,7 +208,7 @@ impl World {
         }
     }
 
-    pub(super) fn crash(&self, id: NodeId) {
-        self.st.borrow_mut().fail(id, false);
+    pub(super) fn crash(&self, id: NodeId, partitioned: bool) {
+        self.st.borrow_mut().fail(id, partitioned);
     }
 }

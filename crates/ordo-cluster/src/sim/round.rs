@@ -10,15 +10,19 @@ use crate::failover::{RoundError, RoundMembers};
 
 impl World {
     /// `node.rs::reconfigure`, over the simulated etcd and network (module docs).
-    pub(super) fn reconfigure(&self, me: NodeId, mut removed: BTreeSet<NodeId>) {
-        {
-            let mut st = self.st.borrow_mut();
-            let now = st.now;
-            let node = &mut st.nodes[idx(me)];
-            if !node.alive {
-                return;
-            }
-            node.last_attempt = Some((removed.clone(), now));
+    pub(super) fn reconfigure(&self, me: NodeId, removed: BTreeSet<NodeId>) {
+        self.reconfigure_attempts(me, removed.clone());
+        // `node.rs`: the attempt is recorded, and `reconfiguring` cleared, when it ends.
+        let mut st = self.st.borrow_mut();
+        let now = st.now;
+        let node = &mut st.nodes[idx(me)];
+        node.last_attempt = Some((removed, now));
+        node.reconfiguring = false;
+    }
+
+    fn reconfigure_attempts(&self, me: NodeId, mut removed: BTreeSet<NodeId>) {
+        if !self.st.borrow().nodes[idx(me)].alive {
+            return;
         }
         let mut carried_cm_change = false;
         self.trace(|| format!("{me} reconfigures removing {removed:?}"));
@@ -31,9 +35,9 @@ impl World {
                     return;
                 }
             };
-            if carried_cm_change && !self.options.node_rs_retry {
-                // Deviation from node.rs (module docs): the CM change of the failed round
-                // still has to happen, and the member removed now may still be serving.
+            if carried_cm_change && !self.options.retry_loses_cm_change {
+                // As node.rs: the CM change of the failed round still has to happen, and the
+                // member removed now may still be serving.
                 plan.cm_changed = true;
                 plan.lease_wait = true;
             }
@@ -63,13 +67,15 @@ impl World {
                         seq: plan.next.seq,
                         ff_nanos: outcome.ff.map(Timestamp::as_nanos),
                     });
-                    if plan.cm_changed && st.fault == Fault::CmTwice && !st.second_crash_done {
+                    let second = matches!(st.fault, Fault::CmTwice | Fault::NewCmPartitioned);
+                    if plan.cm_changed && second && !st.second_crash_done {
                         st.second_crash_done = true;
                         let after = st.rng.range(0, SECOND_CRASH_MAX_NANOS);
+                        let partitioned = st.fault == Fault::NewCmPartitioned;
                         if st.trace {
-                            eprintln!("  the new CM {me} crashes {after} ns after enabling");
+                            eprintln!("  the new CM {me} fails {after} ns after enabling");
                         }
-                        st.schedule(after, Event::Crash(me));
+                        st.schedule(after, Event::Crash(me, partitioned));
                     }
                     return;
                 }

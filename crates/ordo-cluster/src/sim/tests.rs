@@ -13,16 +13,18 @@ const SEARCH_SEEDS: u64 = 1_500;
 
 /// The first seed in `0..SEARCH_SEEDS` whose history the checker rejects with the lease wait
 /// left out (`CmPlusOne { partitioned: true }`: the partitioned member keeps serving).
-const SKIP_LEASE_WAIT_SEED: u64 = 121;
+const SKIP_LEASE_WAIT_SEED: u64 = 67;
 /// The same with ADVANCE left out (`CmTwice`: the second CM reigned briefly).
-const SKIP_ADVANCE_SEED: u64 = 1134;
+const SKIP_ADVANCE_SEED: u64 = 552;
 
 /// The first seeds the `gap_` tests find (see there).
 const GAP_PARTITIONED_CM_SEED: u64 = 0;
 const GAP_LOSSY_LEASES_SEED: u64 = 75;
 const GAP_EARLY_STRIKE_SEED: u64 = 84;
 const GAP_SLOW_ROUND_SEED: u64 = 21;
-const GAP_NODE_RS_RETRY_SEED: u64 = 1;
+const GAP_OLD_RETRY_SEED: u64 = 1;
+/// Seeds the positive runs of a closed gap's scenario check.
+const POSITIVE_SEEDS: u64 = 300;
 
 /// Per scenario: runs, runs with a completed failover, committed transactions.
 type Stats = BTreeMap<String, (u64, u64, u64)>;
@@ -118,8 +120,9 @@ fn many_seeds_pass_the_checker() {
 /// Reruns one seed: `ORDO_SIM_SEED=<n>` (decimal or `0x` hex), printing what happened;
 /// `ORDO_SIM_TRACE=1` prints the failover's steps, `ORDO_SIM_FAULT` forces a scenario
 /// ([`Fault::env_name`]), `ORDO_SIM_SKIP=lease|advance` leaves a step out,
-/// `ORDO_SIM_LOSSY_LEASES=1`, `ORDO_SIM_EARLY_STRIKE=1` and `ORDO_SIM_DELAY_MAX_NS=<n>` set the
-/// other options ([`SimRun::rerun_command`] prints the line for a failed run).
+/// `ORDO_SIM_LOSSY_LEASES=1`, `ORDO_SIM_EARLY_STRIKE=1`, `ORDO_SIM_DELAY_MAX_NS=<n>`,
+/// `ORDO_SIM_LOSS_PPM=<n>`, `ORDO_SIM_NO_CM_FENCE=1`, `ORDO_SIM_RETRY_LOSES_CM_CHANGE=1` and
+/// `ORDO_SIM_NO_ADOPT_GRACE=1` set the other options ([`SimRun::rerun_command`] prints the line for a failed run).
 #[test]
 fn replay_one_seed() {
     let seed = env_u64("ORDO_SIM_SEED").unwrap_or(0);
@@ -138,7 +141,9 @@ fn replay_one_seed() {
         delay_max_nanos: env_u64("ORDO_SIM_DELAY_MAX_NS"),
         loss_ppm: env_u64("ORDO_SIM_LOSS_PPM"),
         lossy_leases: std::env::var_os("ORDO_SIM_LOSSY_LEASES").is_some(),
-        node_rs_retry: std::env::var_os("ORDO_SIM_NODE_RS_RETRY").is_some(),
+        no_cm_fence: std::env::var_os("ORDO_SIM_NO_CM_FENCE").is_some(),
+        retry_loses_cm_change: std::env::var_os("ORDO_SIM_RETRY_LOSES_CM_CHANGE").is_some(),
+        no_adopt_grace: std::env::var_os("ORDO_SIM_NO_ADOPT_GRACE").is_some(),
         trace,
     };
     let run = simulate(seed, options);
@@ -214,34 +219,40 @@ fn the_scenarios_with_shortcuts_off_pass() {
     }
 }
 
-/// Gaps of `node.rs` the simulation finds (module docs, "deviations"). Each test names the
-/// first seed whose history the checker rejects with the gap open, and checks that the same
-/// seed passes with the simulation's default, which keeps the gap shut. When `node.rs` closes
-/// a gap, its test should be turned into a positive run of the scenario.
-fn gap(options: SimOptions, control: SimOptions, named: u64) {
-    let found = first_rejected(options);
-    eprintln!("{options:?}: first rejected seed {found:?}");
+/// A gap of `node.rs` the simulation found and `node.rs` closed: with the fix (`fixed`, the
+/// simulation's default) the first `positive` seeds of the scenario pass the checker; with it
+/// left out (`broken`, `node.rs` before the fix) seed `named` is the first in the search the
+/// checker rejects, so the simulation still sees the gap.
+fn closed_gap(fixed: SimOptions, broken: SimOptions, named: u64, positive: u64) {
+    for seed in 0..positive {
+        if let Err(e) = simulate(seed, fixed).check() {
+            panic!("the fixed scenario fails: {e}");
+        }
+    }
+    let found = first_rejected(broken);
+    eprintln!("{broken:?}: first rejected seed {found:?}");
     assert_eq!(found, Some(named), "the named seed is the first one rejected");
-    eprintln!("{}", simulate(named, options).check().unwrap_err());
-    simulate(named, control).check().unwrap();
+    eprintln!("{}", simulate(named, broken).check().unwrap_err());
+    simulate(named, fixed).check().unwrap();
 }
 
-/// A partitioned CM stays alive and keeps serving: `check_leases` never disables a CM's clock,
-/// and no lease wait is planned when only the CM is removed.
+/// A partitioned CM stays alive. It fences itself half a lease after the last lease request it
+/// heard (`node.rs::fence_cm`), before a member can suspect it a full lease after its last
+/// renewal; without the fence it keeps handing out time below the new CM's.
 #[test]
-fn gap_a_partitioned_cm_keeps_serving_below_the_new_cm() {
-    let options = SimOptions { fault: Some(Fault::CmPartitioned), ..SimOptions::default() };
-    let control = SimOptions { fault: Some(Fault::Cm), ..options };
-    gap(options, control, GAP_PARTITIONED_CM_SEED);
+fn a_partitioned_cm_fences_itself_before_a_new_cm_enables() {
+    let fixed = SimOptions { fault: Some(Fault::CmPartitioned), ..SimOptions::default() };
+    let broken = SimOptions { no_cm_fence: true, ..fixed };
+    closed_gap(fixed, broken, GAP_PARTITIONED_CM_SEED, POSITIVE_SEEDS);
 }
 
-/// Lost lease messages make a member suspect a live CM; the CM, never fenced, keeps serving.
+/// Lost lease messages make a member suspect a live CM. The CM, silent to it for half a lease,
+/// has fenced itself; without the fence it keeps serving below the new CM.
 #[test]
-fn gap_lost_leases_remove_a_live_cm_that_keeps_serving() {
-    let options =
-        SimOptions { lossy_leases: true, loss_ppm: Some(100_000), ..SimOptions::default() };
-    let control = SimOptions { lossy_leases: false, ..options };
-    gap(options, control, GAP_LOSSY_LEASES_SEED);
+fn lost_leases_remove_a_live_cm_only_after_it_fenced_itself() {
+    let fixed = SimOptions { lossy_leases: true, loss_ppm: Some(100_000), ..SimOptions::default() };
+    let broken = SimOptions { no_cm_fence: true, ..fixed };
+    closed_gap(fixed, broken, GAP_LOSSY_LEASES_SEED, POSITIVE_SEEDS);
 }
 
 /// A CM that fails before any survivor ever synchronised leaves no bound on its time. The round
@@ -258,33 +269,50 @@ fn a_failover_before_any_sync_waits_rather_than_lose_the_old_cms_time() {
 }
 
 /// Members start their lease with the new CM at CONFIG-COMMIT, the new CM grants leases only
-/// after its last ADVANCE-ACK: with millisecond delays the rest of the round outlasts a lease,
-/// a member suspects the live new CM, and that CM, never fenced, keeps serving.
+/// after its last ADVANCE-ACK (it adopts the configuration then). `NodeShared::adopt` gives a
+/// new CM's lease partners a grace of four lease periods, longer than any round here, so with
+/// millisecond delays no member suspects the live new CM. Without the grace the rest of the
+/// round outlasts a lease and a member removes the new CM, which serves on.
 #[test]
-fn gap_a_round_longer_than_a_lease_removes_the_live_new_cm() {
-    let options = SimOptions { delay_max_nanos: Some(2 * MILLI), ..SimOptions::default() };
-    gap(options, SimOptions::default(), GAP_SLOW_ROUND_SEED);
+fn a_round_longer_than_a_lease_keeps_the_new_cm_within_the_grace() {
+    let fixed = SimOptions { delay_max_nanos: Some(2 * MILLI), ..SimOptions::default() };
+    let broken = SimOptions { no_adopt_grace: true, ..fixed };
+    closed_gap(fixed, broken, GAP_SLOW_ROUND_SEED, POSITIVE_SEEDS);
 }
 
-/// `node.rs::reconfigure` plans the retry after a failed round from the swapped configuration,
-/// in which the initiator already is the CM: the retry has `cm_changed = false`, the round
-/// never enables the initiator's clock, and the cluster ends without time (a liveness gap; the
-/// checker has nothing to reject). The first seed in the search where that happens with the
-/// CM and a partitioned member lost (the round fails on the partitioned member), and the same
-/// seed with the simulation's retry, which ends with clocks enabled.
+/// The CM crashes and the CM that replaces it is cut off soon after enabling, before any member
+/// renewed its lease with it (so both sides are still in their grace): it must fence itself
+/// before a member suspects it.
 #[test]
-fn gap_a_failed_round_never_enables_the_new_cm() {
-    let base =
+fn a_new_cm_partitioned_after_enabling_fences_itself() {
+    let fixed = SimOptions { fault: Some(Fault::NewCmPartitioned), ..SimOptions::default() };
+    for seed in 0..POSITIVE_SEEDS {
+        if let Err(e) = simulate(seed, fixed).check() {
+            panic!("{e}");
+        }
+    }
+}
+
+/// After a round that changed the CM fails, `node.rs::reconfigure` keeps `cm_changed` and sets
+/// `lease_wait` for the next attempt. Before that fix it planned the retry from the swapped
+/// configuration, in which the initiator already is the CM: the retry had `cm_changed = false`,
+/// the round never enabled the initiator's clock, and the cluster ended without time (a
+/// liveness gap; the checker has nothing to reject). The first seed in the search where that
+/// happens with the CM and a partitioned member lost (the round fails on the partitioned
+/// member), and the same seed as `node.rs` now plans it, which ends with clocks enabled.
+#[test]
+fn a_failed_round_still_enables_the_new_cm() {
+    let fixed =
         SimOptions { fault: Some(Fault::CmPlusOne { partitioned: true }), ..SimOptions::default() };
-    let node_rs = SimOptions { node_rs_retry: true, ..base };
+    let broken = SimOptions { retry_loses_cm_change: true, ..fixed };
     let stuck = |seed: u64| {
-        let run = simulate(seed, node_rs);
+        let run = simulate(seed, broken);
         run.check().unwrap();
         run.failed_rounds > 0 && run.enabled_at_end == 0
     };
     let found = (0..SEARCH_SEEDS).find(|&seed| stuck(seed));
     eprintln!("first seed without time: {found:?}");
-    assert_eq!(found, Some(GAP_NODE_RS_RETRY_SEED));
-    let control = simulate(GAP_NODE_RS_RETRY_SEED, base);
+    assert_eq!(found, Some(GAP_OLD_RETRY_SEED));
+    let control = simulate(GAP_OLD_RETRY_SEED, fixed);
     assert!(control.enabled_at_end > 0, "{control:?}");
 }
