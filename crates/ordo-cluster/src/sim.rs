@@ -635,7 +635,8 @@ impl World {
             5 | 6 => Fault::CmPlusOne { partitioned: rng.range(0, 1) == 1 },
             _ => Fault::CmTwice,
         });
-        let needs_five = matches!(fault, Fault::CmPlusOne { .. } | Fault::CmTwice);
+        let needs_five =
+            matches!(fault, Fault::CmPlusOne { .. } | Fault::CmTwice | Fault::NewCmPartitioned);
         let n = options.members.unwrap_or_else(|| {
             if needs_five { 5 } else { usize::try_from(rng.range(3, 5)).unwrap_or(3) }
         });
@@ -711,7 +712,15 @@ impl World {
             failovers: Vec::new(),
             failed_rounds: 0,
             refused_swaps: 0,
-            end: DEFAULT_START_NANOS + RUN_NANOS,
+            // The members of a partitioned new CM suspect it only after their grace (four
+            // leases) when none renewed with it before the partition: the run goes on so long.
+            end: DEFAULT_START_NANOS
+                + RUN_NANOS
+                + if fault == Fault::NewCmPartitioned {
+                    ADOPT_GRACE_NANOS + LEASE_NANOS
+                } else {
+                    0
+                },
         };
         for id in 1..=n as u64 {
             let phase = st.rng.range(0, SYNC_PERIOD_NANOS);

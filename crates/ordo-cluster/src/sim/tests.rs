@@ -23,6 +23,7 @@ const GAP_LOSSY_LEASES_SEED: u64 = 75;
 const GAP_EARLY_STRIKE_SEED: u64 = 84;
 const GAP_SLOW_ROUND_SEED: u64 = 25;
 const GAP_FENCE_REENABLED_SEED: u64 = 64;
+const GAP_NEW_CM_PARTITIONED_SEED: u64 = 0;
 const GAP_OLD_RETRY_SEED: u64 = 1;
 /// Seeds the positive runs of a closed gap's scenario check.
 const POSITIVE_SEEDS: u64 = 300;
@@ -312,11 +313,18 @@ fn gap_a_fenced_cm_enables_again_for_a_member_that_already_suspects_it() {
 #[test]
 fn a_new_cm_partitioned_after_enabling_fences_itself() {
     let fixed = SimOptions { fault: Some(Fault::NewCmPartitioned), ..SimOptions::default() };
+    let mut twice = 0;
     for seed in 0..POSITIVE_SEEDS {
-        if let Err(e) = simulate(seed, fixed).check() {
+        let run = simulate(seed, fixed);
+        if let Err(e) = run.check() {
             panic!("{e}");
         }
+        twice += u64::from(run.failovers.iter().filter(|f| f.ff_nanos.is_some()).count() >= 2);
     }
+    eprintln!("{twice} of {POSITIVE_SEEDS} runs replaced the partitioned new CM");
+    assert!(twice * 2 >= POSITIVE_SEEDS, "the scenario is exercised");
+    let broken = SimOptions { no_cm_fence: true, ..fixed };
+    closed_gap(fixed, broken, GAP_NEW_CM_PARTITIONED_SEED, 0);
 }
 
 /// After a round that changed the CM fails, `node.rs::reconfigure` keeps `cm_changed` and sets
