@@ -360,6 +360,9 @@ pub struct SimOptions {
     /// Plan the retry after a failed round as `node.rs` did before it carried the CM change
     /// over (module docs): the retry has `cm_changed = false`; a negative test.
     pub retry_loses_cm_change: bool,
+    /// How late a late lease check runs at most; `None`: lease/4 (module docs). Half a lease
+    /// is what `node.rs`'s lease wait allows for.
+    pub late_check_max_nanos: Option<u64>,
     /// Start the leases of a new CM without `node.rs`'s grace of four lease periods
     /// (`NodeShared::adopt`, module docs); a negative test.
     pub no_adopt_grace: bool,
@@ -464,6 +467,9 @@ impl SimRun {
         }
         if o.no_adopt_grace {
             env.push_str(" ORDO_SIM_NO_ADOPT_GRACE=1");
+        }
+        if let Some(l) = o.late_check_max_nanos {
+            env.push_str(&format!(" ORDO_SIM_LATE_CHECK_MAX_NS={l}"));
         }
         if o.strike_before_sync {
             env.push_str(" ORDO_SIM_EARLY_STRIKE=1");

@@ -106,8 +106,8 @@ impl World {
         }
         // The lease thread is sometimes scheduled late, by up to another check interval
         // (`node.rs`'s lease wait of 1.5 periods allows for exactly this).
-        let late =
-            if st.rng.chance_ppm(LATE_CHECK_PPM) { st.rng.range(0, LEASE_CHECK_NANOS) } else { 0 };
+        let late_max = self.options.late_check_max_nanos.unwrap_or(LEASE_CHECK_NANOS);
+        let late = if st.rng.chance_ppm(LATE_CHECK_PPM) { st.rng.range(0, late_max) } else { 0 };
         st.schedule(LEASE_CHECK_NANOS + late, Event::LeaseCheck(id));
         let local = self.clock(id).local_reading();
         let now = st.now;

@@ -24,6 +24,8 @@ const GAP_EARLY_STRIKE_SEED: u64 = 84;
 const GAP_SLOW_ROUND_SEED: u64 = 25;
 const GAP_FENCE_REENABLED_SEED: u64 = 64;
 const GAP_NEW_CM_PARTITIONED_SEED: u64 = 0;
+const GAP_GRACE_OUTLIVES_LEASE_WAIT_SEED: u64 = 17_594_863_337_515_958_421;
+const GAP_GRACE_LATE_CHECKS_SEED: u64 = 628;
 const GAP_OLD_RETRY_SEED: u64 = 1;
 /// Seeds the positive runs of a closed gap's scenario check.
 const POSITIVE_SEEDS: u64 = 300;
@@ -124,7 +126,7 @@ fn many_seeds_pass_the_checker() {
 /// ([`Fault::env_name`]), `ORDO_SIM_SKIP=lease|advance` leaves a step out,
 /// `ORDO_SIM_LOSSY_LEASES=1`, `ORDO_SIM_EARLY_STRIKE=1`, `ORDO_SIM_DELAY_MAX_NS=<n>`,
 /// `ORDO_SIM_LOSS_PPM=<n>`, `ORDO_SIM_NO_CM_FENCE=1`, `ORDO_SIM_RETRY_LOSES_CM_CHANGE=1` and
-/// `ORDO_SIM_NO_ADOPT_GRACE=1` set the other options ([`SimRun::rerun_command`] prints the line for a failed run).
+/// `ORDO_SIM_NO_ADOPT_GRACE=1`, `ORDO_SIM_LATE_CHECK_MAX_NS=<n>` set the other options ([`SimRun::rerun_command`] prints the line for a failed run).
 #[test]
 fn replay_one_seed() {
     let seed = env_u64("ORDO_SIM_SEED").unwrap_or(0);
@@ -146,6 +148,7 @@ fn replay_one_seed() {
         no_cm_fence: std::env::var_os("ORDO_SIM_NO_CM_FENCE").is_some(),
         retry_loses_cm_change: std::env::var_os("ORDO_SIM_RETRY_LOSES_CM_CHANGE").is_some(),
         no_adopt_grace: std::env::var_os("ORDO_SIM_NO_ADOPT_GRACE").is_some(),
+        late_check_max_nanos: env_u64("ORDO_SIM_LATE_CHECK_MAX_NS"),
         trace,
     };
     let run = simulate(seed, options);
@@ -349,4 +352,37 @@ fn a_failed_round_still_enables_the_new_cm() {
     assert_eq!(found, Some(GAP_OLD_RETRY_SEED));
     let control = simulate(GAP_OLD_RETRY_SEED, fixed);
     assert!(control.enabled_at_end > 0, "{control:?}");
+}
+
+/// Still open in `node.rs`: after adopting a configuration with a new CM, a member tracks the
+/// CM's lease with a grace of four lease periods (`NodeShared::adopt`), which only a renewal
+/// ends, while its clock is enabled by its first sync with that CM. If the new CM dies (or is
+/// cut off) before any lease request of the member reached it, the member's clock stays
+/// enabled for up to five lease periods. When the next failover removes that member too (here:
+/// its NEW-CONFIG was lost, and the retry removes it), the lease wait of 1.5 periods is over
+/// long before the member disables its clock: it keeps handing out time below the newer CM's
+/// (`G0-realtime`). Default options, seed [`GAP_GRACE_OUTLIVES_LEASE_WAIT_SEED`] (found by a
+/// 10,000-seed run, `ORDO_SEED=5085088603028010 ORDO_SIM_SEEDS=10000` of
+/// `many_seeds_pass_the_checker`: CM 1 crashes, member 5 becomes CM and crashes 0.9 ms after
+/// enabling, member 3 synced with it but never renewed; 2 removes 5, NEW-CONFIG to 3 is lost,
+/// the retry removes 3 and waits 15 ms, 3 serves until its grace ends at 74.7 ms); and with
+/// [`Fault::NewCmPartitioned`] and lease checks up to half a lease late,
+/// [`GAP_GRACE_LATE_CHECKS_SEED`] is the first seed rejected (the same story). Both pass without
+/// the grace.
+#[test]
+fn gap_a_member_in_its_grace_outlives_the_lease_wait() {
+    let options = SimOptions::default();
+    let seed = GAP_GRACE_OUTLIVES_LEASE_WAIT_SEED;
+    eprintln!("{}", simulate(seed, options).check().unwrap_err());
+    let no_grace = SimOptions { no_adopt_grace: true, ..options };
+    simulate(seed, no_grace).check().unwrap();
+    let late = SimOptions {
+        fault: Some(Fault::NewCmPartitioned),
+        late_check_max_nanos: Some(LEASE_NANOS / 2),
+        ..SimOptions::default()
+    };
+    assert_eq!(first_rejected(late), Some(GAP_GRACE_LATE_CHECKS_SEED));
+    simulate(GAP_GRACE_LATE_CHECKS_SEED, SimOptions { no_adopt_grace: true, ..late })
+        .check()
+        .unwrap();
 }
