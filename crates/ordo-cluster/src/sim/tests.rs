@@ -28,7 +28,7 @@ const GAP_GRACE_OUTLIVES_LEASE_WAIT_SEED: u64 = 17_594_863_337_515_958_421;
 const GAP_GRACE_LATE_CHECKS_SEED: u64 = 628;
 const GAP_OLD_RETRY_SEED: u64 = 1;
 /// Seeds the positive runs of a closed gap's scenario check.
-const POSITIVE_SEEDS: u64 = 300;
+const POSITIVE_SEEDS: u64 = 200;
 
 /// Per scenario: runs, runs with a completed failover, committed transactions.
 type Stats = BTreeMap<String, (u64, u64, u64)>;
