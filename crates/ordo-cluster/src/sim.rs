@@ -38,7 +38,10 @@
 //!   ADVANCE travel through the simulated network (a lost message or reply fails the round
 //!   after a 1 ms timeout). While the initiator waits, the rest of the simulation keeps
 //!   running: the round's calls pump the event queue. A failed round is planned again removing
-//!   the member that failed, at most three attempts. The lease wait is 1.5 lease periods of the
+//!   the member that failed, at most three attempts; a retry after a round that changed the CM
+//!   keeps `cm_changed` and sets `lease_wait`, as `node.rs` does now. The initiator adopts the
+//!   swapped configuration after its round, failed or not, and a member that is reconfiguring
+//!   starts no second failover (`node.rs`: `reconfiguring`). The lease wait is 1.5 lease periods of the
 //!   initiator's local clock, as in `node.rs`. (`node.rs` waits `max(lease, 200 ms)` for an
 //!   answer, which by itself outlasts every removed member's lease and so hides what the lease
 //!   wait is for; the protocol must be right for any timeout.)
