@@ -1333,6 +1333,7 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
     let mut next_sync = Instant::now();
     let mut next_renew = Instant::now();
     let mut next_check = Instant::now();
+    let mut last_cm = shared.config().cm;
     let call_timeout = period.max(Duration::from_millis(50));
     while !shared.stopping.load(Ordering::Acquire) {
         let config = shared.config();
@@ -1363,6 +1364,13 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
         if cm_peer.as_ref().is_some_and(|p| is_cm || p.remote_id() != config.cm) {
             // A new CM (failover): renew and sync with it from now on.
             cm_peer = None;
+        }
+        if config.cm != last_cm {
+            // Connect to a new CM at once, not after the back-off of failed attempts to reach
+            // the old one: this node's clock stays disabled until it syncs with the new CM.
+            last_cm = config.cm;
+            next_connect = Instant::now();
+            backoff = Backoff::default();
         }
         if !is_cm && cm_peer.as_ref().is_none_or(Peer::is_closed) && Instant::now() >= next_connect
         {

@@ -992,3 +992,66 @@ fn a_dead_clients_transactions_are_recovered_and_the_client_fenced() {
     let r = client.rt.block_on(to2.call(Body::Ping { payload: 1 })).unwrap();
     assert!(matches!(r, Body::Error { code: codes::FENCED, .. }), "{r:?}");
 }
+
+/// Set by [`pause_when_locked`] when its commit holds its locks.
+#[cfg(feature = "shortcuts")]
+static LOCKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Lets [`pause_when_locked`]'s commit go on.
+#[cfg(feature = "shortcuts")]
+static GO_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A commit hook that holds the committer after LOCK until [`GO_ON`] (at most 20 s).
+#[cfg(feature = "shortcuts")]
+fn pause_when_locked(step: ordo::txn::CommitStep) {
+    use std::sync::atomic::Ordering::SeqCst;
+    if step == ordo::txn::CommitStep::Locked {
+        LOCKED.store(true, SeqCst);
+        let started = Instant::now();
+        while !GO_ON.load(SeqCst) && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// A coordinator locks at a region's primary, the primary dies and its backup is promoted, and
+/// only then does the coordinator go on to COMMIT-BACKUP, routed by the new placement. Its lock
+/// died with the old primary and the new one never held it: the attempt must abort before its
+/// commit point, not acknowledge a write that no primary installs (found by `ordo bench
+/// failover`: a lost update under a CM kill).
+#[cfg(feature = "shortcuts")]
+#[test]
+fn a_commit_whose_primary_changed_since_its_lock_aborts() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut fx = Fixture::new("moved-lock");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "moved-lock", 3, 100);
+    let y = nodes[2].db().run(|tx| tx.alloc(&1u64)).unwrap();
+    nodes[2].owners().flush();
+    let third = nodes.pop().unwrap();
+    let outcome = std::thread::scope(|s| {
+        let coordinator = &nodes[1];
+        let committer = s.spawn(move || {
+            let shortcuts =
+                ordo::txn::Shortcuts { hook: Some(pause_when_locked), ..Default::default() };
+            let mut tx =
+                coordinator.db().begin_with(ordo::Options { shortcuts, ..Default::default() })?;
+            tx.write(y, &99u64)?;
+            tx.commit()
+        });
+        wait_for("the commit locked", Duration::from_secs(10), || LOCKED.load(SeqCst));
+        third.shutdown();
+        wait_for("region 3 promoted and served", lease * 50, || {
+            nodes.iter().all(|n| n.config().regions.iter().any(|r| r.region == 3 && r.primary == 1))
+                && nodes[0].gated_regions().is_empty()
+        });
+        GO_ON.store(true, SeqCst);
+        committer.join().unwrap()
+    });
+    let value = nodes[1].db().run(|tx| tx.read::<u64>(y)).unwrap();
+    match outcome {
+        Err(ordo::Error::Participant { step, .. }) if !step.is_after_commit_point() => {
+            assert_eq!(value, 1, "an aborted write is visible");
+        }
+        other => panic!("the commit returned {other:?}; the value is {value}"),
+    }
+}
