@@ -25,8 +25,12 @@ use crate::config::NodeId;
 /// One peer's lease as this node sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseState {
-    /// When it was last renewed (or first expected).
+    /// When it was last renewed (or first expected: the end of its grace).
     pub renewed_at: Instant,
+    /// When this node last heard from the peer: its last renewal, or when the lease was first
+    /// expected (not the end of the grace). The clock fences count from here
+    /// ([`LeaseTable::silent_for`]): a grace delays suspicion, never a fence.
+    pub heard_at: Instant,
     /// How many renewals were recorded.
     pub renewals: u64,
     /// Whether it is currently reported expired.
@@ -64,11 +68,19 @@ impl LeaseTable {
     /// Starts tracking `peer` as if renewed at `at` — a time in the future gives a start-up
     /// grace — unless it is tracked already.
     pub fn expect(&mut self, peer: NodeId, at: Instant) {
+        let now = Instant::now().min(at);
         self.leases.entry(peer).or_insert(LeaseState {
             renewed_at: at,
+            heard_at: now,
             renewals: 0,
             expired: false,
         });
+    }
+
+    /// How long `peer` has been silent at `now`, counted from its last renewal or from when its
+    /// lease was first expected, whatever grace it was given; `None` for an unknown peer.
+    pub fn silent_for(&self, peer: NodeId, now: Instant) -> Option<Duration> {
+        self.leases.get(&peer).map(|s| now.saturating_duration_since(s.heard_at))
     }
 
     /// Stops tracking every peer not in `peers` (a new configuration removed it).
@@ -80,12 +92,14 @@ impl LeaseTable {
     pub fn renewed(&mut self, peer: NodeId, at: Instant) {
         let state = self.leases.entry(peer).or_insert(LeaseState {
             renewed_at: at,
+            heard_at: at,
             renewals: 0,
             expired: false,
         });
         // The first renewal replaces the start-up grace (which may lie in the future); later
         // ones never move a lease backwards.
         state.renewed_at = if state.renewals == 0 { at } else { state.renewed_at.max(at) };
+        state.heard_at = state.heard_at.max(at);
         state.renewals += 1;
         state.expired = false;
     }
@@ -157,6 +171,20 @@ mod tests {
         assert!(table.check(t0 + Duration::from_secs(1)).is_empty(), "grace");
         table.renewed(2, t0);
         assert_eq!(table.check(t0 + period * 2).len(), 1, "the grace ended at the first renewal");
+    }
+
+    #[test]
+    fn a_grace_delays_suspicion_but_not_the_silence_fences_count() {
+        let t0 = Instant::now();
+        let period = Duration::from_millis(10);
+        let mut table = LeaseTable::new(period);
+        table.expect(2, t0 + period * 4);
+        let later = Instant::now() + period * 2;
+        assert!(table.check(later).is_empty(), "in its grace");
+        assert!(table.silent_for(2, later).unwrap() >= period * 2, "silent since expected");
+        table.renewed(2, later);
+        assert_eq!(table.silent_for(2, later), Some(Duration::ZERO));
+        assert_eq!(table.silent_for(3, later), None);
     }
 
     #[test]

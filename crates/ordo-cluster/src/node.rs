@@ -1333,6 +1333,7 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
     let mut next_sync = Instant::now();
     let mut next_renew = Instant::now();
     let mut next_check = Instant::now();
+    let mut last_cm = shared.config().cm;
     let call_timeout = period.max(Duration::from_millis(50));
     while !shared.stopping.load(Ordering::Acquire) {
         let config = shared.config();
@@ -1363,6 +1364,13 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
         if cm_peer.as_ref().is_some_and(|p| is_cm || p.remote_id() != config.cm) {
             // A new CM (failover): renew and sync with it from now on.
             cm_peer = None;
+        }
+        if config.cm != last_cm {
+            // Connect to a new CM at once, not after the back-off of failed attempts to reach
+            // the old one: this node's clock stays disabled until it syncs with the new CM.
+            last_cm = config.cm;
+            next_connect = Instant::now();
+            backoff = Backoff::default();
         }
         if !is_cm && cm_peer.as_ref().is_none_or(Peer::is_closed) && Instant::now() >= next_connect
         {
@@ -1396,7 +1404,11 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
                 sync_once(&shared, &peer, call_timeout).await;
             }
             let now = Instant::now();
-            if now >= next_renew {
+            // A member that suspects the CM (failover on) renews no more with it: its renewals
+            // would end the CM's fence while the member is removing it.
+            let suspected =
+                shared.file.failover && shared.leases().get(config.cm).is_some_and(|l| l.expired);
+            if now >= next_renew && !suspected {
                 next_renew = now + tick;
                 renew_once(&shared, &peer, config.seq, config.cm, call_timeout).await;
             }
@@ -1512,6 +1524,7 @@ fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
         }
     }
     fence_cm(shared, now);
+    fence_member(shared, now);
     shared.metrics.lease_expiries.fetch_add(expired.len() as u64, Ordering::Relaxed);
     shared.metrics.suspects.store(suspects as u64, Ordering::Relaxed);
     if shared.file.failover && shared.store.is_some() {
@@ -1555,14 +1568,12 @@ fn fence_cm(shared: &NodeShared, now: Instant) {
     let config = shared.config();
     let limit = shared.file.lease() / 2;
     let silent: Vec<NodeId> = {
+        // Silence counts from the last renewal or, for a member that never renewed since this
+        // node became CM, from then: the grace that delays suspicion does not delay the fence.
         let leases = shared.leases();
         config
             .non_cms()
-            .filter(|m| {
-                leases
-                    .get(m.id)
-                    .is_some_and(|l| now.saturating_duration_since(l.renewed_at) > limit)
-            })
+            .filter(|m| leases.silent_for(m.id, now).is_some_and(|d| d > limit))
             .map(|m| m.id)
             .collect()
     };
@@ -1576,6 +1587,24 @@ fn fence_cm(shared: &NodeShared, now: Instant) {
         let ff = shared.clock.enable_master_at(shared.clock.disable_for_reconfiguration());
         shared.cm_fenced.store(false, Ordering::Release);
         tracing::warn!(node = shared.id, ff = ff.as_nanos(), "CM clock enabled again");
+    }
+}
+
+/// A member's side (failover on): its clock is disabled once it has not renewed its lease with
+/// the CM for a full period — counted from its last renewal or, if it never renewed with this
+/// CM, from when it adopted it. The grace a new CM gets before it is *suspected* does not delay
+/// this: a member that adopted a CM which died before granting it a lease stops handing out
+/// time within a period, as the next failover's lease wait assumes.
+fn fence_member(shared: &NodeShared, now: Instant) {
+    if !shared.file.failover || shared.is_cm() || !shared.clock.is_enabled() {
+        return;
+    }
+    let cm = shared.config().cm;
+    let silent = shared.leases().silent_for(cm, now);
+    if silent.is_some_and(|d| d > shared.file.lease()) {
+        let ff = shared.clock.disable_for_reconfiguration();
+        tracing::warn!(node = shared.id, cm, silent = ?silent, ff = ff.as_nanos(),
+            "clock disabled: no lease renewed with the CM for a period");
     }
 }
 

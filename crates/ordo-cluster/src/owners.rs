@@ -141,6 +141,14 @@ impl Placement {
         }
     }
 
+    /// The primary and the backups of `region`, read together: a configuration adopted
+    /// meanwhile gives both of its own or both of the old one (`adopt` stores the primaries
+    /// under the backups' write lock).
+    pub fn replicas(&self, region: u16) -> (Option<NodeId>, Vec<NodeId>) {
+        let backups = self.backups.read().unwrap_or_else(|e| e.into_inner());
+        (self.primary(region), backups.get(&region).cloned().unwrap_or_default())
+    }
+
     /// The backups of `region`.
     pub fn backups(&self, region: u16) -> Vec<NodeId> {
         self.backups
@@ -228,20 +236,36 @@ enum Order {
 }
 
 /// The commit attempt this thread is making (a commit runs on one thread from LOCK to
-/// TRUNCATE): the regions it writes, which every COMMIT-BACKUP carries, and the backups each
-/// region's COMMIT-BACKUP went to. TRUNCATE and discard go to those same nodes even when a
-/// failover changed the region's placement meanwhile: a backup promoted to primary holds the
-/// record and must hear its fate.
+/// TRUNCATE): where each region was locked, the regions it writes (which every COMMIT-BACKUP
+/// carries), and the backups each region's COMMIT-BACKUP went to. An attempt's steps stay with
+/// the nodes it started with even when a failover changes the placement meanwhile:
+/// COMMIT-PRIMARY and ABORT go to the node that took the LOCK; COMMIT-BACKUP of a region whose
+/// primary changed since its LOCK fails (the lock died with the old primary: the attempt aborts
+/// before its commit point); TRUNCATE and discard go to the backups the COMMIT-BACKUP went to —
+/// a backup promoted to primary since holds the record and must hear its fate.
 #[derive(Default)]
 struct Attempt {
     /// The `RemoteOwners` (by address) and the attempt number.
     id: (usize, u64),
+    locked: Vec<(u16, NodeId)>,
     regions: Vec<u16>,
     sent: Vec<(u16, Vec<NodeId>)>,
 }
 
 thread_local! {
     static ATTEMPT: std::cell::RefCell<Attempt> = std::cell::RefCell::new(Attempt::default());
+}
+
+/// Runs `f` on this thread's record of attempt `id`, starting a fresh record when the thread's
+/// last attempt was another one.
+fn with_attempt<T>(id: (usize, u64), f: impl FnOnce(&mut Attempt) -> T) -> T {
+    ATTEMPT.with(|a| {
+        let mut a = a.borrow_mut();
+        if a.id != id {
+            *a = Attempt { id, ..Attempt::default() };
+        }
+        f(&mut a)
+    })
 }
 
 /// Timed-out attempts remembered at most (see `RemoteOwners::late`).
@@ -309,21 +333,14 @@ impl RemoteOwners {
 
     /// The regions attempt `tx` writes (as `Remote::writing` gave them), else `region` alone.
     fn regions_written(&self, tx: u64, region: u16) -> Vec<u16> {
-        let id = self.attempt_id(tx);
-        ATTEMPT.with(|a| {
-            let a = a.borrow();
-            if a.id == id && a.regions.contains(&region) { a.regions.clone() } else { vec![region] }
+        with_attempt(self.attempt_id(tx), |a| {
+            if a.regions.contains(&region) { a.regions.clone() } else { vec![region] }
         })
     }
 
     /// Notes that attempt `tx`'s COMMIT-BACKUP of `region` went to `backups`.
     fn note_sent(&self, tx: u64, region: u16, backups: &[NodeId]) {
-        let id = self.attempt_id(tx);
-        ATTEMPT.with(|a| {
-            let mut a = a.borrow_mut();
-            if a.id != id {
-                *a = Attempt { id, regions: Vec::new(), sent: Vec::new() };
-            }
+        with_attempt(self.attempt_id(tx), |a| {
             a.sent.retain(|(r, _)| *r != region);
             a.sent.push((region, backups.to_vec()));
         });
@@ -332,15 +349,25 @@ impl RemoteOwners {
     /// The backups attempt `tx`'s COMMIT-BACKUP of `region` went to, else the region's
     /// backups in the placement in force.
     fn backups_sent(&self, tx: u64, region: u16) -> Vec<NodeId> {
-        let id = self.attempt_id(tx);
-        let sent = ATTEMPT.with(|a| {
-            let a = a.borrow();
-            if a.id != id {
-                return None;
-            }
+        let sent = with_attempt(self.attempt_id(tx), |a| {
             a.sent.iter().find(|(r, _)| *r == region).map(|(_, b)| b.clone())
         });
         sent.unwrap_or_else(|| self.placement.backups(region))
+    }
+
+    /// Notes that attempt `tx` sent its LOCK of `region` to `node`.
+    fn note_locked(&self, tx: u64, region: u16, node: NodeId) {
+        with_attempt(self.attempt_id(tx), |a| {
+            a.locked.retain(|(r, _)| *r != region);
+            a.locked.push((region, node));
+        });
+    }
+
+    /// The node attempt `tx` sent its LOCK of `region` to, if it sent one.
+    fn locked_at(&self, tx: u64, region: u16) -> Option<NodeId> {
+        with_attempt(self.attempt_id(tx), |a| {
+            a.locked.iter().find(|(r, _)| *r == region).map(|(_, n)| *n)
+        })
     }
 
     /// Sends every waiting truncation now and waits until each backup has applied them (a
@@ -627,6 +654,7 @@ impl Remote for RemoteOwners {
         let step = ParticipantStep::Lock;
         let node = self.primary(region, step)?;
         let seq = self.placement.seq();
+        self.note_locked(tx, region, node);
         let body = Body::Lock { tx, region, seq, entries: wire.entries, words: wire.words };
         Self::expect_done(self.call(node, region, step, body, Order::First(tx))?, region, step)
             .map(drop)
@@ -655,7 +683,20 @@ impl Remote for RemoteOwners {
         let wire = PartWire::of(part);
         let region = wire.region().unwrap_or(0);
         let step = ParticipantStep::CommitBackup;
-        let backups = self.placement.backups(region);
+        let (primary, backups) = self.placement.replicas(region);
+        if let Some(locked) = self.locked_at(tx, region) {
+            if primary != Some(locked) {
+                // A failover moved the region since its LOCK: the lock died with the old
+                // primary, and the new one never held it. Abort before the commit point.
+                tracing::debug!(region, tx, locked, ?primary, "primary changed since LOCK");
+                return Err(Error::Participant {
+                    owner: region,
+                    region,
+                    step,
+                    cause: ParticipantFailure::NotOwner,
+                });
+            }
+        }
         let regions = self.regions_written(tx, region);
         self.note_sent(tx, region, &backups);
         let mut remote = Vec::with_capacity(backups.len());
@@ -755,13 +796,9 @@ impl Remote for RemoteOwners {
     }
 
     fn writing(&self, tx: u64, regions: &[u16]) {
-        let id = self.attempt_id(tx);
-        ATTEMPT.with(|a| {
-            let mut a = a.borrow_mut();
-            a.id = id;
+        with_attempt(self.attempt_id(tx), |a| {
             a.regions.clear();
             a.regions.extend_from_slice(regions);
-            a.sent.clear();
         });
     }
 
@@ -778,7 +815,10 @@ impl Remote for RemoteOwners {
     /// the install; a primary that cannot install logs it (its recovery is Cluster III's).
     fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error> {
         let step = ParticipantStep::CommitPrimary;
-        let node = self.primary(region, step)?;
+        let node = match self.locked_at(tx, region) {
+            Some(node) => node,
+            None => self.primary(region, step)?,
+        };
         let body = Body::CommitPrimary { tx, region, wts: wts.as_nanos() };
         let sent = self.polled(node).and_then(|conn| match conn.claim() {
             Some(claim) => Self::blocking(|| claim.send(body)),
@@ -807,7 +847,10 @@ impl Remote for RemoteOwners {
         let Some(first) = part.entries().first() else { return Ok(()) };
         let region = first.addr.region();
         let step = ParticipantStep::Abort;
-        let node = self.primary(region, step)?;
+        let node = match self.locked_at(tx, region) {
+            Some(node) => node,
+            None => self.primary(region, step)?,
+        };
         let allocs = part
             .entries()
             .iter()

@@ -458,6 +458,68 @@ fn update_part(addr: ordo::Addr, value: u64, rts: Timestamp) -> (Vec<u64>, Vec<u
     (vec![addr.to_raw(), 8 << 8, (1 << 62) | rts.as_nanos()], vec![value])
 }
 
+/// A coordinator made by hand over the wire, speaking as node (or client) `id`: its LOCK and
+/// COMMIT-BACKUP messages carry one-entry parts writing `u64`s, read at `rts` and written at
+/// `wts`, for transactions writing regions 1 and 3.
+struct HandCoordinator {
+    rt: tokio::runtime::Runtime,
+    id: u64,
+    cluster: &'static str,
+    secret: Secret,
+    rts: Timestamp,
+    wts: Timestamp,
+    seq: u64,
+}
+
+impl HandCoordinator {
+    fn new(fx: &Fixture, cluster: &'static str, id: u64, clock_of: &Node) -> Self {
+        HandCoordinator {
+            rt: rt(),
+            id,
+            cluster,
+            secret: Secret::from_file(&fx.dir.join("secret")).unwrap(),
+            rts: clock_of.clock().get_ts(),
+            wts: clock_of.clock().get_ts(),
+            seq: clock_of.config().seq,
+        }
+    }
+
+    fn connect(&self, n: &Node) -> Peer {
+        let connect = Peer::connect(
+            n.local_addr(),
+            self.id,
+            self.cluster,
+            self.secret.clone(),
+            Limits::default(),
+        );
+        self.rt.block_on(connect).unwrap()
+    }
+
+    fn done(&self, peer: &Peer, body: Body) {
+        let r = self.rt.block_on(peer.call(body)).unwrap();
+        assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
+    }
+
+    fn lock(&self, peer: &Peer, tx: u64, a: ordo::Addr, v: u64) {
+        let (entries, words) = update_part(a, v, self.rts);
+        self.done(peer, Body::Lock { tx, region: a.region(), seq: self.seq, entries, words });
+    }
+
+    fn backup(&self, peer: &Peer, tx: u64, a: ordo::Addr, v: u64) {
+        let (entries, words) = update_part(a, v, self.rts);
+        let body = Body::CommitBackup {
+            tx,
+            region: a.region(),
+            wts: self.wts.as_nanos(),
+            entries,
+            words,
+            truncate: vec![],
+            regions: vec![1, 3],
+        };
+        self.done(peer, body);
+    }
+}
+
 /// FaRMv2 §4.7 on real nodes: a coordinator dies mid-commit, leaving a lock at a surviving
 /// primary and records at backups, one of them the backup that is promoted to its region's
 /// primary. The CM removes it and recovery decides each transaction: every part recorded →
@@ -478,47 +540,18 @@ fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() 
     assert!(xs.iter().all(|a| a.region() == 1) && ys.iter().all(|a| a.region() == 3));
     nodes[2].owners().flush(); // node 1 holds ys as region 3's backup
 
-    // A coordinator speaking as node 3 (the secret is the cluster's).
-    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
-    let rt = rt();
-    let connect = |n: &Node| {
-        rt.block_on(Peer::connect(n.local_addr(), 3, "recovery", secret.clone(), Limits::default()))
-            .unwrap()
-    };
-    let (to1, to2) = (connect(&nodes[0]), connect(&nodes[1]));
-    // And one speaking as node 2, which stays alive.
-    let live_to1 = rt
-        .block_on(Peer::connect(
-            nodes[0].local_addr(),
-            2,
-            "recovery",
-            secret.clone(),
-            Limits::default(),
-        ))
-        .unwrap();
-    let done = |peer: &Peer, body: Body| {
-        let r = rt.block_on(peer.call(body)).unwrap();
-        assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
-    };
-    let rts = nodes[0].clock().get_ts();
-    let wts = nodes[0].clock().get_ts();
-    let lock = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
-        let (entries, words) = update_part(a, v, rts);
-        done(peer, Body::Lock { tx, region: a.region(), seq: 1, entries, words });
-    };
-    let backup = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
-        let (entries, words) = update_part(a, v, rts);
-        let body = Body::CommitBackup {
-            tx,
-            region: a.region(),
-            wts: wts.as_nanos(),
-            entries,
-            words,
-            truncate: vec![],
-            regions: vec![1, 3],
-        };
-        done(peer, body);
-    };
+    // A coordinator speaking as node 3 (the secret is the cluster's), and one as node 2, which
+    // stays alive.
+    let dead = HandCoordinator::new(&fx, "recovery", 3, &nodes[0]);
+    let live = HandCoordinator::new(&fx, "recovery", 2, &nodes[0]);
+    let (to1, to2, live_to1) =
+        (dead.connect(&nodes[0]), dead.connect(&nodes[1]), live.connect(&nodes[0]));
+    let rts = dead.rts;
+    let (lock, backup) = (
+        |p: &Peer, tx, a, v| dead.lock(p, tx, a, v),
+        |p: &Peer, tx, a, v| dead.backup(p, tx, a, v),
+    );
+    let done = |p: &Peer, body| dead.done(p, body);
     const T1: u64 = 1 << 40;
     const T2: u64 = T1 + 1;
     const T3: u64 = T1 + 2;
@@ -537,7 +570,7 @@ fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() 
     drop((to1, to2));
     // T4, by live node 2: committed, its TRUNCATE to region 3's backup (node 1) not sent yet.
     const T4: u64 = T1 + 3;
-    backup(&live_to1, T4, ys[3], 777);
+    live.backup(&live_to1, T4, ys[3], 777);
 
     nodes.pop().unwrap().shutdown();
     wait_for("node 3 removed and its transactions recovered", lease * 50, || {
@@ -548,7 +581,7 @@ fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() 
     let refused = nodes[1].db().run(|tx| tx.read::<u64>(ys[3]));
     assert!(refused.is_err(), "region 3 served before its records were resolved: {refused:?}");
     assert_eq!(nodes[0].gated_regions(), vec![3]);
-    done(&live_to1, Body::Truncate { truncate: vec![(T4, 3)], discard: vec![] });
+    live.done(&live_to1, Body::Truncate { truncate: vec![(T4, 3)], discard: vec![] });
     wait_for("region 3 served", Duration::from_secs(5), || nodes[0].gated_regions().is_empty());
     let report = nodes[0].last_failover().unwrap();
     eprintln!("recovery: {report:?}");
@@ -564,7 +597,7 @@ fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() 
     // The backup copy kept no old versions: a read of region 3 below the promotion is refused
     // with a typed reason, not answered from a version that was never there.
     let old = Body::Read { addr: ys[0].to_raw(), rts: rts.as_nanos(), flags: 2 };
-    match rt.block_on(live_to1.call(old)).unwrap() {
+    match live.rt.block_on(live_to1.call(old)).unwrap() {
         Body::Declined { code, .. } => {
             let e = ordo::remote::Refusal { code, addr: 0, a: 0, b: 0 }.into_error();
             assert!(matches!(e, Some(ordo::Error::SnapshotTooOld { .. })), "{e:?}");
@@ -936,44 +969,12 @@ fn a_dead_clients_transactions_are_recovered_and_the_client_fenced() {
     let y = nodes[2].db().run(|tx| tx.alloc(&20u64)).unwrap();
     nodes[2].owners().flush();
     const CLIENT: u64 = (1 << 63) | 4242;
-    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
-    let rt = rt();
-    let connect = |n: &Node| {
-        rt.block_on(Peer::connect(
-            n.local_addr(),
-            CLIENT,
-            "dead-client",
-            secret.clone(),
-            Limits::default(),
-        ))
-        .unwrap()
-    };
-    let (to1, to2, to3) = (connect(&nodes[0]), connect(&nodes[1]), connect(&nodes[2]));
-    rt.block_on(to1.send(Body::OatReport { oat: 1 })).unwrap();
-    let done = |peer: &Peer, body: Body| {
-        let r = rt.block_on(peer.call(body)).unwrap();
-        assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
-    };
-    let rts = nodes[0].clock().get_ts();
-    let wts = nodes[0].clock().get_ts();
-    let seq = nodes[0].config().seq;
-    let lock = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
-        let (entries, words) = update_part(a, v, rts);
-        done(peer, Body::Lock { tx, region: a.region(), seq, entries, words });
-    };
-    let backup = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
-        let (entries, words) = update_part(a, v, rts);
-        let body = Body::CommitBackup {
-            tx,
-            region: a.region(),
-            wts: wts.as_nanos(),
-            entries,
-            words,
-            truncate: vec![],
-            regions: vec![1, 3],
-        };
-        done(peer, body);
-    };
+    let client = HandCoordinator::new(&fx, "dead-client", CLIENT, &nodes[0]);
+    let (to1, to2, to3) =
+        (client.connect(&nodes[0]), client.connect(&nodes[1]), client.connect(&nodes[2]));
+    client.rt.block_on(to1.send(Body::OatReport { oat: 1 })).unwrap();
+    let lock = |p: &Peer, tx, a, v| client.lock(p, tx, a, v);
+    let backup = |p: &Peer, tx, a, v| client.backup(p, tx, a, v);
     // Tx 1: every part recorded (committed). Tx 2: locked only (aborted).
     lock(&to1, 1, xs[0], 111);
     lock(&to3, 1, y, 333);
@@ -988,6 +989,69 @@ fn a_dead_clients_transactions_are_recovered_and_the_client_fenced() {
     });
     let read = |a: ordo::Addr| nodes[1].db().run(|tx| tx.read::<u64>(a)).unwrap();
     assert_eq!((read(xs[0]), read(y), read(xs[1])), (111, 333, 11));
-    let r = rt.block_on(to2.call(Body::Ping { payload: 1 })).unwrap();
+    let r = client.rt.block_on(to2.call(Body::Ping { payload: 1 })).unwrap();
     assert!(matches!(r, Body::Error { code: codes::FENCED, .. }), "{r:?}");
+}
+
+/// Set by [`pause_when_locked`] when its commit holds its locks.
+#[cfg(feature = "shortcuts")]
+static LOCKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Lets [`pause_when_locked`]'s commit go on.
+#[cfg(feature = "shortcuts")]
+static GO_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A commit hook that holds the committer after LOCK until [`GO_ON`] (at most 20 s).
+#[cfg(feature = "shortcuts")]
+fn pause_when_locked(step: ordo::txn::CommitStep) {
+    use std::sync::atomic::Ordering::SeqCst;
+    if step == ordo::txn::CommitStep::Locked {
+        LOCKED.store(true, SeqCst);
+        let started = Instant::now();
+        while !GO_ON.load(SeqCst) && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// A coordinator locks at a region's primary, the primary dies and its backup is promoted, and
+/// only then does the coordinator go on to COMMIT-BACKUP, routed by the new placement. Its lock
+/// died with the old primary and the new one never held it: the attempt must abort before its
+/// commit point, not acknowledge a write that no primary installs (found by `ordo bench
+/// failover`: a lost update under a CM kill).
+#[cfg(feature = "shortcuts")]
+#[test]
+fn a_commit_whose_primary_changed_since_its_lock_aborts() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut fx = Fixture::new("moved-lock");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "moved-lock", 3, 100);
+    let y = nodes[2].db().run(|tx| tx.alloc(&1u64)).unwrap();
+    nodes[2].owners().flush();
+    let third = nodes.pop().unwrap();
+    let outcome = std::thread::scope(|s| {
+        let coordinator = &nodes[1];
+        let committer = s.spawn(move || {
+            let shortcuts =
+                ordo::txn::Shortcuts { hook: Some(pause_when_locked), ..Default::default() };
+            let mut tx =
+                coordinator.db().begin_with(ordo::Options { shortcuts, ..Default::default() })?;
+            tx.write(y, &99u64)?;
+            tx.commit()
+        });
+        wait_for("the commit locked", Duration::from_secs(10), || LOCKED.load(SeqCst));
+        third.shutdown();
+        wait_for("region 3 promoted and served", lease * 50, || {
+            nodes.iter().all(|n| n.config().regions.iter().any(|r| r.region == 3 && r.primary == 1))
+                && nodes[0].gated_regions().is_empty()
+        });
+        GO_ON.store(true, SeqCst);
+        committer.join().unwrap()
+    });
+    let value = nodes[1].db().run(|tx| tx.read::<u64>(y)).unwrap();
+    match outcome {
+        Err(ordo::Error::Participant { step, .. }) if !step.is_after_commit_point() => {
+            assert_eq!(value, 1, "an aborted write is visible");
+        }
+        other => panic!("the commit returned {other:?}; the value is {value}"),
+    }
 }
