@@ -400,6 +400,15 @@ pub struct SimOptions {
     /// Start the leases of a new CM without `node.rs`'s grace of four lease periods
     /// (`NodeShared::adopt`, module docs); a negative test.
     pub no_adopt_grace: bool,
+    /// Count the clock fences' silence from the end of the adoption grace, as `node.rs` did
+    /// before `LeaseTable::silent_for`: the CM's fence counts from `renewed_at` (the grace's
+    /// end until the first renewal), and a member has no fence of its own besides its CM lease
+    /// expiring (`node.rs::fence_member` left out; module docs); a negative test.
+    pub fence_counts_grace: bool,
+    /// A member that suspects its CM keeps renewing its lease with it, as `node.rs` did before
+    /// `lease_loop` skipped renewals while the CM's lease is expired (module docs); a negative
+    /// test.
+    pub renew_while_suspecting: bool,
     /// Print what the failover does, with virtual times, on stderr (replaying a seed).
     pub trace: bool,
 }
@@ -502,6 +511,12 @@ impl SimRun {
         if o.no_adopt_grace {
             env.push_str(" ORDO_SIM_NO_ADOPT_GRACE=1");
         }
+        if o.fence_counts_grace {
+            env.push_str(" ORDO_SIM_FENCE_COUNTS_GRACE=1");
+        }
+        if o.renew_while_suspecting {
+            env.push_str(" ORDO_SIM_RENEW_WHILE_SUSPECTING=1");
+        }
         if let Some(l) = o.late_check_max_nanos {
             env.push_str(&format!(" ORDO_SIM_LATE_CHECK_MAX_NS={l}"));
         }
@@ -597,22 +612,34 @@ struct NodeState {
 struct SimLease {
     /// The last renewal, or (no renewal yet) the end of a grace, which may lie ahead.
     renewed: u64,
+    /// The last renewal, or when the lease was first expected (never the end of a grace):
+    /// `LeaseState::heard_at`, from which the clock fences count (`LeaseTable::silent_for`).
+    heard: u64,
     renewals: u64,
     expired: bool,
 }
 
 impl SimLease {
-    /// `LeaseTable::expect`: tracked as if renewed at `at`.
-    fn expect(at: u64) -> Self {
-        SimLease { renewed: at, renewals: 0, expired: false }
+    /// `LeaseTable::expect` at local time `now`: tracked as if renewed at `at` (a grace when
+    /// `at` lies ahead), heard from at `now` (or `at`, if earlier).
+    fn expect(at: u64, now: u64) -> Self {
+        SimLease { renewed: at, heard: now.min(at), renewals: 0, expired: false }
     }
 
     /// `LeaseTable::renewed`: the first renewal replaces the grace; later ones never move the
     /// lease backwards.
     fn renew(&mut self, at: u64) {
         self.renewed = if self.renewals == 0 { at } else { self.renewed.max(at) };
+        self.heard = self.heard.max(at);
         self.renewals += 1;
         self.expired = false;
+    }
+
+    /// How long the peer has been silent at local time `now` (`LeaseTable::silent_for`); with
+    /// `counts_grace` (`SimOptions::fence_counts_grace`), counted from `renewed` instead, as
+    /// `node.rs` did before.
+    fn silent_for(&self, now: u64, counts_grace: bool) -> u64 {
+        now.saturating_sub(if counts_grace { self.renewed } else { self.heard })
     }
 }
 
@@ -706,9 +733,9 @@ impl World {
             clocks.push(clock);
             drifts.push(drift);
             let leases = if id == config.cm {
-                config.non_cms().map(|m| (m.id, SimLease::expect(local_now))).collect()
+                config.non_cms().map(|m| (m.id, SimLease::expect(local_now, local_now))).collect()
             } else {
-                BTreeMap::from([(config.cm, SimLease::expect(local_now))])
+                BTreeMap::from([(config.cm, SimLease::expect(local_now, local_now))])
             };
             nodes.push(NodeState {
                 alive: true,
@@ -998,11 +1025,11 @@ impl State {
         if cm_changed {
             if next.cm == id {
                 for m in next.non_cms() {
-                    node.leases.entry(m.id).or_insert(SimLease::expect(grace));
+                    node.leases.entry(m.id).or_insert(SimLease::expect(grace, local));
                 }
             } else {
                 node.leases.retain(|&p, _| p == next.cm);
-                node.leases.entry(next.cm).or_insert(SimLease::expect(grace));
+                node.leases.entry(next.cm).or_insert(SimLease::expect(grace, local));
             }
         }
     }

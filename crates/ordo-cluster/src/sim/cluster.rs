@@ -57,7 +57,15 @@ impl World {
         }
         st.schedule(LEASE_CHECK_NANOS, Event::LeaseTick(id));
         let cm = st.nodes[idx(id)].config.cm;
-        if cm == id {
+        // `lease_loop` renews only on a node whose clock is not the master (a new CM between
+        // enabling its clock and adopting its configuration renews no more with the old one).
+        if cm == id || self.clock(id).is_master() {
+            return;
+        }
+        // `lease_loop`: a member that suspects the CM renews no more with it, so that its
+        // renewals cannot end the CM's fence while it is removing the CM.
+        let suspected = st.nodes[idx(id)].leases.get(&cm).is_some_and(|l| l.expired);
+        if suspected && !self.options.renew_while_suspecting {
             return;
         }
         let sent_local = self.clock(id).local_reading();
@@ -80,7 +88,7 @@ impl World {
             return;
         }
         let local = self.clock(to).local_reading();
-        st.nodes[idx(to)].leases.entry(from).or_insert(SimLease::expect(local)).renew(local);
+        st.nodes[idx(to)].leases.entry(from).or_insert(SimLease::expect(local, local)).renew(local);
         if let Some(delay) = st.send_lease(to, from) {
             st.schedule(delay, Event::LeaseGrant { from: to, to: from, sent_local });
         }
@@ -93,7 +101,10 @@ impl World {
             return;
         }
         // `renew_once`: the CM's lease counts from when the request was sent.
-        node.leases.entry(from).or_insert(SimLease::expect(sent_local)).renew(sent_local);
+        node.leases
+            .entry(from)
+            .or_insert(SimLease::expect(sent_local, sent_local))
+            .renew(sent_local);
     }
 
     /// `node.rs::check_leases`: leases not renewed for a period expire (once per episode); a
@@ -122,8 +133,15 @@ impl World {
                 }
             }
         }
-        if cm == id && !self.options.no_cm_fence {
+        // `node.rs` gates both fences on `is_cm()`, the clock's master flag, not on the
+        // configuration: an initiator whose CM-changing round failed has adopted a
+        // configuration that names it CM, but its clock is no master until a round enables it,
+        // and it fences nothing meanwhile.
+        if self.clock(id).is_master() && !self.options.no_cm_fence {
             self.fence_cm(id, node, local);
+        }
+        if !self.options.fence_counts_grace {
+            self.fence_member(id, node, local);
         }
         let suspects: BTreeSet<NodeId> = node
             .leases
@@ -146,14 +164,20 @@ impl World {
     /// `node.rs::fence_cm`: a CM that has not had a lease request from some current member for
     /// half a lease period disables its clock; once no member is silent and no reconfiguration
     /// runs on it, it enables the clock again at its own bound.
+    ///
+    /// Silence counts from the member's last renewal or, for a member that never renewed since
+    /// this node became CM, from then (`LeaseTable::silent_for`): the grace delays suspicion,
+    /// not the fence. With [`SimOptions::fence_counts_grace`] it counts from the end of the
+    /// grace, as `node.rs` did before.
     fn fence_cm(&self, id: NodeId, node: &mut NodeState, local: u64) {
+        let counts_grace = self.options.fence_counts_grace;
         let silent: Vec<NodeId> = node
             .config
             .non_cms()
             .filter(|m| {
                 node.leases
                     .get(&m.id)
-                    .is_some_and(|l| local.saturating_sub(l.renewed) > CM_FENCE_NANOS)
+                    .is_some_and(|l| l.silent_for(local, counts_grace) > CM_FENCE_NANOS)
             })
             .map(|m| m.id)
             .collect();
@@ -166,6 +190,26 @@ impl World {
             let ff = clock.enable_master_at(clock.disable_for_reconfiguration());
             node.cm_fenced = false;
             self.trace(|| format!("{id}: CM enabled again at {ff:?}"));
+        }
+    }
+
+    /// `node.rs::fence_member`: a member (its clock not the master) whose clock is enabled and
+    /// which has not renewed its lease with the CM for a full period — counted from its last
+    /// renewal or, if it never renewed with this CM, from when it adopted it — disables its
+    /// clock; the next successful sync enables it again. The grace before the CM is *suspected*
+    /// does not delay this.
+    fn fence_member(&self, id: NodeId, node: &NodeState, local: u64) {
+        let clock = self.clock(id);
+        if clock.is_master() || !clock.is_enabled() {
+            return;
+        }
+        let cm = node.config.cm;
+        let silent = node.leases.get(&cm).map(|l| l.silent_for(local, false));
+        if silent.is_some_and(|d| d > LEASE_NANOS) {
+            let ff = clock.disable_for_reconfiguration();
+            self.trace(|| {
+                format!("{id}: no lease with CM {cm} for {silent:?} ns, clock disabled, FF {ff:?}")
+            });
         }
     }
 

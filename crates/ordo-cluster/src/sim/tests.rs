@@ -148,6 +148,8 @@ fn replay_one_seed() {
         no_cm_fence: std::env::var_os("ORDO_SIM_NO_CM_FENCE").is_some(),
         retry_loses_cm_change: std::env::var_os("ORDO_SIM_RETRY_LOSES_CM_CHANGE").is_some(),
         no_adopt_grace: std::env::var_os("ORDO_SIM_NO_ADOPT_GRACE").is_some(),
+        fence_counts_grace: std::env::var_os("ORDO_SIM_FENCE_COUNTS_GRACE").is_some(),
+        renew_while_suspecting: std::env::var_os("ORDO_SIM_RENEW_WHILE_SUSPECTING").is_some(),
         late_check_max_nanos: env_u64("ORDO_SIM_LATE_CHECK_MAX_NS"),
         trace,
     };
