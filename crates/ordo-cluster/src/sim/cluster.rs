@@ -76,11 +76,14 @@ impl World {
     }
 
     /// `node.rs`'s LeaseRequest handler: the CM of configuration `seq` records the renewal at
-    /// the request's arrival, and grants it.
+    /// the request's arrival, and grants it. A node whose clock is not the master refuses
+    /// (`NOT_CM`), whatever its configuration says: an initiator whose CM-changing round failed
+    /// grants no leases until a round enables its clock.
     pub(super) fn lease_request(&self, from: NodeId, to: NodeId, seq: u64, sent_local: u64) {
         let mut st = self.st.borrow_mut();
         let node = &st.nodes[idx(to)];
         if !node.alive
+            || !self.clock(to).is_master()
             || node.config.cm != to
             || node.config.seq != seq
             || node.config.member(from).is_none()

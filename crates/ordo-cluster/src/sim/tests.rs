@@ -29,7 +29,7 @@ const GAP_FENCE_REENABLED_SEED: u64 = 64;
 const GAP_NEW_CM_PARTITIONED_SEED: u64 = 0;
 const GAP_GRACE_OUTLIVES_LEASE_WAIT_SEED: u64 = 17_594_863_337_515_958_421;
 const GAP_GRACE_LATE_CHECKS_SEED: u64 = 330;
-const GAP_OLD_RETRY_SEED: u64 = 1;
+const GAP_OLD_RETRY_SEED: u64 = 0;
 /// Seeds the positive runs of a closed gap's scenario check.
 const POSITIVE_SEEDS: u64 = 200;
 /// The same for the late-check scenario of the grace gap.
