@@ -131,7 +131,9 @@ fn many_seeds_pass_the_checker() {
 /// ([`Fault::env_name`]), `ORDO_SIM_SKIP=lease|advance` leaves a step out,
 /// `ORDO_SIM_LOSSY_LEASES=1`, `ORDO_SIM_EARLY_STRIKE=1`, `ORDO_SIM_DELAY_MAX_NS=<n>`,
 /// `ORDO_SIM_LOSS_PPM=<n>`, `ORDO_SIM_NO_CM_FENCE=1`, `ORDO_SIM_RETRY_LOSES_CM_CHANGE=1` and
-/// `ORDO_SIM_NO_ADOPT_GRACE=1`, `ORDO_SIM_LATE_CHECK_MAX_NS=<n>` set the other options ([`SimRun::rerun_command`] prints the line for a failed run).
+/// `ORDO_SIM_NO_ADOPT_GRACE=1`, `ORDO_SIM_LATE_CHECK_MAX_NS=<n>`,
+/// `ORDO_SIM_FENCE_COUNTS_GRACE=1` and `ORDO_SIM_RENEW_WHILE_SUSPECTING=1` set the other options
+/// ([`SimRun::rerun_command`] prints the line for a failed run).
 #[test]
 fn replay_one_seed() {
     let seed = env_u64("ORDO_SIM_SEED").unwrap_or(0);
@@ -306,7 +308,7 @@ fn a_round_longer_than_a_lease_keeps_the_new_cm_within_the_grace() {
 /// configuration its members do not have yet, it refuses their lease requests
 /// (`WRONG_CONFIG`) for the length of the retry, their CM leases expire and they suspect it;
 /// once they adopt the retry's configuration their renewals end the fence while one of them
-/// takes over at a time below the old CM's (`G-single-realtime`). Now the suspecting members
+/// takes over at a time below the old CM's (`G0-realtime`). Now the suspecting members
 /// stay silent, the CM stays fenced, and every seed of the search passes.
 #[test]
 fn a_fenced_cm_stays_fenced_for_a_member_that_already_suspects_it() {
@@ -375,7 +377,9 @@ fn a_failed_round_still_enables_the_new_cm() {
 /// never renewed; 2 removes 5, NEW-CONFIG to 3 is lost, the retry removes 3 and waits 15 ms,
 /// 3 served until its grace ended at 74.7 ms); and with [`Fault::NewCmPartitioned`] and lease
 /// checks up to half a lease late, [`GAP_GRACE_LATE_CHECKS_SEED`] is the first seed rejected
-/// with the old fence (628 when the members still renewed while suspecting).
+/// with the old fence (628 when the members still renewed while suspecting): there the CM's
+/// side, a partitioned new CM whose fence counted from its grace's end fenced only after a
+/// member, whose grace ended at the same time, suspected it and took over.
 /// Now the member disables its clock a period after it adopted the CM, whatever the grace:
 /// both pass, and so does every seed of the late-check search.
 #[test]
