@@ -104,10 +104,11 @@ impl World {
             return;
         }
         // `renew_once`: the CM's lease counts from when the request was sent.
-        node.leases
-            .entry(from)
-            .or_insert(SimLease::expect(sent_local, sent_local))
-            .renew(sent_local);
+        let lease = node.leases.entry(from).or_insert(SimLease::expect(sent_local, sent_local));
+        if lease.expired {
+            self.trace(|| format!("{to}: a grant from {from} arrives after its lease expired"));
+        }
+        lease.renew(sent_local);
     }
 
     /// `node.rs::check_leases`: leases not renewed for a period expire (once per episode); a
