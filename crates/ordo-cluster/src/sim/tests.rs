@@ -314,7 +314,9 @@ fn a_round_longer_than_a_lease_keeps_the_new_cm_within_the_grace() {
 /// (`WRONG_CONFIG`) for the length of the retry, their CM leases expire and they suspect it;
 /// once they adopt the retry's configuration their renewals end the fence while one of them
 /// takes over at a time below the old CM's (`G0-realtime`). Now the suspecting members
-/// stay silent, the CM stays fenced, and every seed of the search passes.
+/// stay silent and the CM stays fenced: the first 1,700 seeds of the scenario pass (200 run
+/// here); seed 1,700 fails for another reason, see
+/// `gap_a_grant_that_arrives_after_the_suspicion_ends_it`.
 #[test]
 fn a_fenced_cm_stays_fenced_for_a_member_that_already_suspects_it() {
     let fixed = SimOptions { delay_max_nanos: Some(2 * MILLI), ..SimOptions::default() };
