@@ -1392,13 +1392,22 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
                 shared.adopt(plan.next.clone());
                 tracing::warn!(node = shared.id, seq = plan.next.seq, ff = ?outcome.ff,
                     clock_disabled_us = clock_disabled.as_micros() as u64, "reconfigured");
+                let total = started.elapsed();
+                let m = &shared.metrics;
+                m.failover_clock_disabled_us.store(
+                    u64::try_from(clock_disabled.as_micros()).unwrap_or(u64::MAX),
+                    Ordering::Relaxed,
+                );
+                m.failover_total_us
+                    .store(u64::try_from(total.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+                m.failover_seq.store(plan.next.seq, Ordering::Relaxed);
                 *shared.last_failover.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(FailoverReport {
                         seq: plan.next.seq,
                         removed: removed.iter().copied().collect(),
                         cm_changed: plan.cm_changed,
                         clock_disabled,
-                        total: started.elapsed(),
+                        total,
                     });
                 return;
             }
