@@ -46,7 +46,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ordo::{Addr, Error, Options};
@@ -152,6 +152,22 @@ pub enum FailoverError {
     /// A node to kill has no recorded process.
     #[error("node {0} has no recorded process id in cluster.json")]
     NoPid(NodeId),
+    /// The cluster reconfigured before the kill: a member missed its lease under load (a
+    /// false suspicion), so the lease is too short for this machine.
+    #[error(
+        "the cluster reconfigured (seq {seq}) before the kill, {at_ms} ms into the run: a false \
+         suspicion with a {lease_ms} ms lease on this machine (see the node logs in {dir})"
+    )]
+    FalseSuspicion {
+        /// The configuration it reached.
+        seq: u64,
+        /// When it was noticed, ms from the start of the load (0: while loading).
+        at_ms: u64,
+        /// The lease.
+        lease_ms: u32,
+        /// The cluster directory.
+        dir: PathBuf,
+    },
     /// The kill itself failed.
     #[error("kill -9 of node {node} (pid {pid}): {reason}")]
     Kill {
@@ -274,6 +290,10 @@ pub struct FailoverResult {
     pub new_config_all_ms: Option<RelMs>,
     /// Instant every survivor's clock was enabled again after being seen disabled.
     pub clock_reenabled_ms: Option<RelMs>,
+    /// Per survivor whose clock was seen disabled: when (ms from the kill) the monitor first saw
+    /// it disabled, and for how long (ms; `None`: still disabled at the end). Polled about
+    /// every millisecond, so each figure is within a poll round of the truth.
+    pub clocks_seen_disabled: Vec<(NodeId, RelMs, Option<f64>)>,
     /// The initiator's clock-disabled time, ms (its `FailoverReport`), and who it was.
     pub clock_disabled_ms: Option<f64>,
     /// The initiator of the reconfiguration.
@@ -292,6 +312,10 @@ pub struct FailoverResult {
     pub unknown: usize,
     /// Participant failures seen by the client threads, by step.
     pub participant_failures: Vec<(String, u64)>,
+    /// Client threads still inside a transaction [`GRACE`] after the end (abandoned).
+    pub stuck_threads: usize,
+    /// Time the client threads spent waiting for a disabled client clock, ms (summed).
+    pub clock_wait_ms: f64,
     /// Configurations the client adopted.
     pub client_config_changes: u64,
     /// The checker's verdict (`ok` or the violation).
@@ -444,6 +468,9 @@ struct Seen {
     first_new: Option<Instant>,
     all_new: Option<Instant>,
     reenabled: Option<Instant>,
+    /// Per survivor: the first poll that found its clock disabled and the first after it that
+    /// found it enabled again.
+    disabled: HashMap<NodeId, (Instant, Option<Instant>)>,
 }
 
 /// Polls the survivors' status every millisecond until `stop` (module docs).
@@ -453,6 +480,7 @@ fn monitor(
     survivors: &[NodeId],
     seq_before: u64,
     stop: &AtomicBool,
+    newest: &AtomicU64,
 ) -> Seen {
     let mut seen = Seen::default();
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
@@ -490,6 +518,7 @@ fn monitor(
             match rt.block_on(p.call_timeout(Body::StatusRequest, Duration::from_millis(500))) {
                 Ok(Body::StatusReply { config_seq, clock_enabled, .. }) => {
                     let now = Instant::now();
+                    newest.fetch_max(config_seq, Ordering::AcqRel);
                     if config_seq > seq_before && newer.insert(*id) {
                         seen.first_new.get_or_insert(now);
                         if newer.len() == peers.len() {
@@ -499,6 +528,10 @@ fn monitor(
                     if !clock_enabled {
                         disabled_seen = true;
                         seen.reenabled = None;
+                        let d = seen.disabled.entry(*id).or_insert((now, None));
+                        d.1 = None;
+                    } else if let Some(d) = seen.disabled.get_mut(id) {
+                        d.1.get_or_insert(now);
                     }
                     enabled_all &= clock_enabled;
                 }
@@ -533,14 +566,22 @@ struct ThreadLog {
     aborted: usize,
     unknown: usize,
     failures: HashMap<&'static str, u64>,
+    /// Steps of [`CLOCK_STEP`] spent waiting for a disabled clock.
+    clock_waits: u64,
 }
 
+/// How long a client thread waits for a disabled clock before looking at the stop flag again.
+const CLOCK_STEP: Duration = Duration::from_millis(5);
+/// How long after the end of the load the threads have to finish their attempts before they
+/// are reported stuck and abandoned.
+const GRACE: Duration = Duration::from_secs(3);
+
 /// The client threads' shared state.
-struct Load<'a> {
-    client: &'a Client,
-    accounts: &'a [Addr],
-    rec: &'a Recorder,
-    stop: &'a AtomicBool,
+struct Load {
+    client: Arc<Client>,
+    accounts: Vec<Addr>,
+    rec: Arc<Recorder>,
+    stop: AtomicBool,
     /// Nanoseconds since `t0` of the last configuration refresh (rate limit).
     last_refresh: AtomicU64,
     t0: Instant,
@@ -551,7 +592,7 @@ fn key_of(a: Addr) -> u64 {
     a.to_raw()
 }
 
-impl Load<'_> {
+impl Load {
     /// After a participant failure: at most one refresh every 5 ms across the threads.
     fn after_failure(&self) {
         let now = u64::try_from(self.t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -580,6 +621,12 @@ impl Load<'_> {
                 j += 1;
             }
             let (a, b) = (self.accounts[i], self.accounts[j]);
+            // A disabled clock blocks `begin` until it is enabled again: wait for it here, in
+            // bounded steps, so that the thread still sees `stop`.
+            if self.client.clock().try_now(CLOCK_STEP).is_err() {
+                log.clock_waits += 1;
+                continue;
+            }
             counter += 1;
             let tag = (u64::from(process) + 1) << 40 | counter;
             let mut r = self.rec.begin(process);
@@ -732,7 +779,7 @@ pub fn run(
     let mut ccfg = ClientConfig::new(&state.cluster, addrs, state.secret_file.clone());
     ccfg.call_timeout = Duration::from_secs(1);
     ccfg.network_threads = 1;
-    let client = Client::connect(ccfg)?;
+    let client = Arc::new(Client::connect(ccfg)?);
     let config = client.config();
     let targets = cfg.kill.targets(&config);
     let survivors: Vec<NodeId> =
@@ -743,8 +790,22 @@ pub fn run(
     let mut accounts = Vec::with_capacity(total);
     const INITIAL: u64 = 1_000;
     for _ in 0..total {
-        let a = client.run(|tx| tx.alloc(&[INITIAL, 0u64])).map_err(FailoverError::Load)?;
-        accounts.push(a);
+        match client.run(|tx| tx.alloc(&[INITIAL, 0u64])) {
+            Ok(a) => accounts.push(a),
+            Err(e) => {
+                let _ = client.refresh_config(1, Duration::ZERO);
+                let seq = client.config().seq;
+                if seq > config.seq {
+                    return Err(FailoverError::FalseSuspicion {
+                        seq,
+                        at_ms: 0,
+                        lease_ms: cfg.lease_ms,
+                        dir: cfg.dir.clone(),
+                    });
+                }
+                return Err(FailoverError::Load(e));
+            }
+        }
     }
     let mut per_region: HashMap<u16, usize> = HashMap::new();
     for a in &accounts {
@@ -758,35 +819,61 @@ pub fn run(
         cfg.kill_at.as_millis()
     ));
 
-    let rec = Recorder::new();
-    let stop = AtomicBool::new(false);
+    let rec = Arc::new(Recorder::new());
     let stop_monitor = AtomicBool::new(false);
     let t0 = Instant::now();
-    let load = Load {
-        client: &client,
-        accounts: &accounts,
-        rec: &rec,
-        stop: &stop,
+    let load = Arc::new(Load {
+        client: client.clone(),
+        accounts: accounts.clone(),
+        rec: rec.clone(),
+        stop: AtomicBool::new(false),
         last_refresh: AtomicU64::new(0),
         t0,
-    };
+    });
     let kill_instant: Mutex<Option<Instant>> = Mutex::new(None);
-    let (logs, seen, kill_result) = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..cfg.threads)
-            .map(|p| {
-                let load = &load;
-                let seed = cfg.seed ^ ((p as u64 + 1) * 0x9e37_79b9_7f4a_7c15);
-                s.spawn(move || load.run(u32::try_from(p).unwrap_or(u32::MAX), seed))
-            })
-            .collect();
+    let newest = AtomicU64::new(config.seq);
+    // Detached: a thread stuck in the engine (a clock that never comes back) is abandoned
+    // after the grace period rather than hanging the benchmark.
+    let mut workers = Vec::with_capacity(cfg.threads);
+    for p in 0..cfg.threads {
+        let mine = load.clone();
+        let seed = cfg.seed ^ ((p as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let process = u32::try_from(p).unwrap_or(u32::MAX);
+        let spawned = std::thread::Builder::new()
+            .name(format!("failover-load-{p}"))
+            .spawn(move || mine.run(process, seed));
+        match spawned {
+            Ok(h) => workers.push(h),
+            Err(e) => {
+                load.stop.store(true, Ordering::Release);
+                return Err(FailoverError::Usage(format!("starting a client thread: {e}")));
+            }
+        }
+    }
+    let (logs, stuck, seen, kill_result) = std::thread::scope(|s| {
         let mon = {
-            let (state, secret, survivors, stop_monitor) = (&state, &secret, &survivors, &stop_monitor);
-            s.spawn(move || monitor(state, secret, survivors, config.seq, stop_monitor))
+            let (state, secret, survivors, stop_monitor, newest) =
+                (&state, &secret, &survivors, &stop_monitor, &newest);
+            s.spawn(move || monitor(state, secret, survivors, config.seq, stop_monitor, newest))
         };
-        std::thread::sleep(cfg.kill_at.saturating_sub(t0.elapsed()));
         let mut kill_result = Ok(());
+        // Watch for a false suspicion until the kill.
+        while t0.elapsed() < cfg.kill_at {
+            let seq = newest.load(Ordering::Acquire).max(client.config().seq);
+            if seq > config.seq {
+                kill_result = Err(FailoverError::FalseSuspicion {
+                    seq,
+                    at_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    lease_ms: cfg.lease_ms,
+                    dir: cfg.dir.clone(),
+                });
+                break;
+            }
+            std::thread::sleep(cfg.kill_at.saturating_sub(t0.elapsed()).min(Duration::from_millis(5)));
+        }
         let now = Instant::now();
-        for &node in &targets {
+        let targets: &[NodeId] = if kill_result.is_ok() { &targets } else { &[] };
+        for &node in targets {
             let pid = state.nodes.iter().find(|n| n.id == node).and_then(|n| n.pid);
             let r = match pid {
                 Some(pid) => kill9(node, pid),
@@ -797,13 +884,19 @@ pub fn run(
             }
         }
         *kill_instant.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
-        std::thread::sleep(cfg.duration.saturating_sub(t0.elapsed()));
-        stop.store(true, Ordering::Release);
-        let logs: Vec<ThreadLog> =
-            workers.into_iter().map(|w| w.join().unwrap_or_default()).collect();
+        if kill_result.is_ok() {
+            std::thread::sleep(cfg.duration.saturating_sub(t0.elapsed()));
+        }
+        load.stop.store(true, Ordering::Release);
+        let end = Instant::now() + GRACE;
+        while Instant::now() < end && workers.iter().any(|w| !w.is_finished()) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (done, stuck): (Vec<_>, Vec<_>) = workers.into_iter().partition(|w| w.is_finished());
+        let logs: Vec<ThreadLog> = done.into_iter().map(|w| w.join().unwrap_or_default()).collect();
         stop_monitor.store(true, Ordering::Release);
         let seen = mon.join().unwrap_or_default();
-        (logs, seen, kill_result)
+        (logs, stuck.len(), seen, kill_result)
     });
     kill_result?;
     let kill = kill_instant.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or(t0);
@@ -814,7 +907,11 @@ pub fn run(
     let mut finals: HashMap<u64, u64> = HashMap::new();
     let mut sum: i64 = 0;
     let mut read_ok = false;
-    for attempt in 0..20 {
+    for attempt in 0..10 {
+        if client.clock().try_now(Duration::from_secs(1)).is_err() {
+            final_read = format!("attempt {}: the client's clock is disabled", attempt + 1);
+            continue;
+        }
         let mut r = rec.begin(u32::MAX);
         let got = client.run(|tx| {
             accounts.iter().map(|&a| tx.read::<[u64; 2]>(a).map(|v| (a, v))).collect::<Result<Vec<_>, _>>()
@@ -848,7 +945,7 @@ pub fn run(
     let mut problems = Vec::new();
     let mut commit_us: Vec<i64> = Vec::new();
     let mut writes = Vec::new();
-    let (mut aborted, mut unknown) = (0, 0);
+    let (mut aborted, mut unknown, mut clock_waits) = (0, 0, 0u64);
     let mut failures: HashMap<&'static str, u64> = HashMap::new();
     let mut max_before: Option<u64> = None;
     let mut min_after: Option<u64> = None;
@@ -867,6 +964,7 @@ pub fn run(
         writes.extend_from_slice(&log.writes);
         aborted += log.aborted;
         unknown += log.unknown;
+        clock_waits += log.clock_waits;
         for (k, v) in &log.failures {
             *failures.entry(k).or_default() += v;
         }
@@ -909,6 +1007,13 @@ pub fn run(
     if read_ok && !conserved {
         problems.push(format!("balances sum to {sum}, not {initial}"));
     }
+    if stuck > 0 {
+        problems.push(format!(
+            "{stuck} of {} client threads were still inside a transaction {} s after the end (abandoned)",
+            cfg.threads,
+            GRACE.as_secs()
+        ));
+    }
     if !read_ok {
         problems.push(format!("the final read failed: {final_read}"));
     }
@@ -943,6 +1048,14 @@ pub fn run(
         failures.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     failures.sort();
     let committed = commit_us.len();
+    let mut clocks_seen_disabled: Vec<(NodeId, RelMs, Option<f64>)> = seen
+        .disabled
+        .iter()
+        .map(|(&id, &(off, on))| {
+            (id, rel_ms(off, kill), on.map(|on| on.duration_since(off).as_secs_f64() * 1e3))
+        })
+        .collect();
+    clocks_seen_disabled.sort_by_key(|c| c.0);
     Ok(FailoverResult {
         kill: cfg.kill,
         nodes: cfg.nodes,
@@ -963,6 +1076,7 @@ pub fn run(
         new_config_first_ms: seen.first_new.map(|t| rel_ms(t, kill)),
         new_config_all_ms: seen.all_new.map(|t| rel_ms(t, kill)),
         clock_reenabled_ms: seen.reenabled.map(|t| rel_ms(t, kill)),
+        clocks_seen_disabled,
         clock_disabled_ms,
         initiator,
         round_total_ms,
@@ -972,6 +1086,8 @@ pub fn run(
         unknown,
         participant_failures: failures,
         client_config_changes: client.config_changes(),
+        stuck_threads: stuck,
+        clock_wait_ms: clock_waits as f64 * CLOCK_STEP.as_secs_f64() * 1e3,
         checker,
         lost_acknowledged: lost.len(),
         sum_conserved: conserved,
@@ -1005,6 +1121,12 @@ pub fn summary(r: &FailoverResult) -> String {
         ms(r.clock_disabled_ms)
     ));
     s.push_str(&format!("  initiator's round {} (decision to end of round)\n", ms(r.round_total_ms)));
+    for (id, at, len) in &r.clocks_seen_disabled {
+        s.push_str(&format!(
+            "  clock of node {id}   seen disabled from {at:.1} ms for {} (status polled every ~1 ms)\n",
+            ms(*len)
+        ));
+    }
     s.push_str(&format!(
         "  new config seen   first survivor {}, every survivor {} after the kill\n",
         ms(r.new_config_first_ms),
@@ -1027,15 +1149,25 @@ pub fn summary(r: &FailoverResult) -> String {
         "  attempts {}: committed {}, aborted {}, unknown {}; participant failures {:?}; client adopted {} configuration(s)\n",
         r.attempts, r.committed, r.aborted, r.unknown, r.participant_failures, r.client_config_changes
     ));
-    s.push_str(&format!("  checker           {}\n", r.checker));
     s.push_str(&format!(
-        "  final read        {}; lost acknowledged writes {}; balances {} (sum {} of {})\n",
-        r.final_read,
-        r.lost_acknowledged,
-        if r.sum_conserved { "conserved" } else { "NOT conserved" },
-        r.sum.0,
-        r.sum.1
+        "  client threads    {} stuck; {:.0} ms (summed) waiting for a disabled client clock\n",
+        r.stuck_threads, r.clock_wait_ms
     ));
+    s.push_str(&format!("  checker           {}\n", r.checker));
+    if r.final_read == "ok" {
+        s.push_str(&format!(
+            "  final read        ok; lost acknowledged writes {}; balances {} (sum {} of {})\n",
+            r.lost_acknowledged,
+            if r.sum_conserved { "conserved" } else { "NOT conserved" },
+            r.sum.0,
+            r.sum.1
+        ));
+    } else {
+        s.push_str(&format!(
+            "  final read        FAILED ({}): lost writes and balances not checked\n",
+            r.final_read
+        ));
+    }
     s.push_str(&format!(
         "  timestamps        max acknowledged before the kill {:?} ns < min after the new configuration {:?} ns: {}\n",
         r.max_wts_before_ns,

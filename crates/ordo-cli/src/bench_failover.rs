@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use ordo_bench::failover::{self, FailoverConfig, FailoverResult, KillMode};
+use ordo_bench::failover::{self, FailoverConfig, FailoverError, FailoverResult, KillMode};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -55,6 +55,10 @@ pub(crate) struct FailoverArgs {
     /// Draw the timeline here (.svg or .png) instead of in --out.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Runs to try: a run in which the cluster reconfigures before the kill (a member missed
+    /// its lease under load: a false suspicion) is reported and started again, up to this many.
+    #[arg(long, default_value_t = 3)]
+    attempts: u32,
     /// Print the result as JSON on stdout instead of the summary.
     #[arg(long)]
     json: bool,
@@ -77,36 +81,48 @@ pub(crate) fn run_failover(args: &FailoverArgs) -> Result<(), CliError> {
     let plot_path = args.plot.clone().unwrap_or_else(|| args.out.join(format!("failover-{mode}.svg")));
     let target = PlotTarget::open(&plot_path)?;
     let (nodes, backups) = args.kill.default_shape();
-    let dir = args.out.join(format!("cluster-{mode}"));
-    if dir.join("cluster.json").exists() {
-        // A run that was interrupted left its cluster up.
-        let _ = ordo_cluster::local::down(&dir);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
     let binary = std::env::current_exe()
         .map_err(|e| CliError::Usage(format!("cannot find the ordo binary: {e}")))?;
-    let config = FailoverConfig {
-        kill: args.kill,
-        nodes: args.nodes.unwrap_or(nodes),
-        backups: args.backups.unwrap_or(backups),
-        lease_ms: args.lease_ms,
-        threads: args.threads,
-        duration: Duration::from_secs_f64(args.secs),
-        kill_at: Duration::from_millis(args.kill_at_ms),
-        accounts_per_node: args.accounts,
-        dir: std::path::absolute(&dir).unwrap_or(dir),
-        binary,
-        sync_rate_per_s: args.sync_rate,
-        seed: args.seed,
-    };
-    let result = match failover::run(&config, &mut |line| eprintln!("{line}")) {
-        Ok(r) => r,
-        Err(e) => {
-            target.abandon();
-            return Err(e.into());
+    let mut false_suspicions = Vec::new();
+    let mut attempt = 0;
+    let result = loop {
+        attempt += 1;
+        let dir = args.out.join(format!("cluster-{mode}-{attempt}"));
+        if dir.join("cluster.json").exists() {
+            // A run that was interrupted left its cluster up.
+            let _ = ordo_cluster::local::down(&dir);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = FailoverConfig {
+            kill: args.kill,
+            nodes: args.nodes.unwrap_or(nodes),
+            backups: args.backups.unwrap_or(backups),
+            lease_ms: args.lease_ms,
+            threads: args.threads,
+            duration: Duration::from_secs_f64(args.secs),
+            kill_at: Duration::from_millis(args.kill_at_ms),
+            accounts_per_node: args.accounts,
+            dir: std::path::absolute(&dir).unwrap_or(dir),
+            binary: binary.clone(),
+            sync_rate_per_s: args.sync_rate,
+            seed: args.seed,
+        };
+        match failover::run(&config, &mut |line| eprintln!("{line}")) {
+            Ok(r) => break r,
+            Err(e @ FailoverError::FalseSuspicion { .. }) if attempt < args.attempts.max(1) => {
+                eprintln!("attempt {attempt}: {e}; starting again");
+                false_suspicions.push(e.to_string());
+            }
+            Err(e) => {
+                target.abandon();
+                return Err(e.into());
+            }
         }
     };
-    let summary = failover::summary(&result);
+    let mut summary = failover::summary(&result);
+    for e in &false_suspicions {
+        summary.push_str(&format!("  earlier attempt   {e}\n"));
+    }
     let txt = args.out.join(format!("failover-{mode}.txt"));
     std::fs::write(&txt, &summary).map_err(io(&txt))?;
     let json = serde_json::to_string(&result)?;

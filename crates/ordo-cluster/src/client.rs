@@ -573,7 +573,10 @@ fn sync_loop(
                 if let Err(e) = sync_clock(clock, p, timeout).await {
                     tracing::debug!(error = %e, "client clock sync failed");
                 }
-                if let Some(db) = engine.get().filter(|_| Instant::now() >= next_report) {
+                // `oldest_active` reads the clock, which blocks while it is disabled; only this
+                // thread disables it, so checking first cannot race with a disable.
+                let due = Instant::now() >= next_report && clock.is_enabled();
+                if let Some(db) = engine.get().filter(|_| due) {
                     next_report = Instant::now() + OAT_REPORT_EVERY;
                     let oat = db.oldest_active().as_nanos();
                     let _ = p.send(Body::OatReport { oat }).await;
