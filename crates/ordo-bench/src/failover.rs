@@ -102,7 +102,9 @@ impl KillMode {
     pub fn targets(self, config: &ClusterConfig) -> Vec<NodeId> {
         let ids: Vec<NodeId> = config.members.iter().map(|m| m.id).collect();
         match self {
-            KillMode::NonCm => ids.iter().rev().copied().filter(|&i| i != config.cm).take(1).collect(),
+            KillMode::NonCm => {
+                ids.iter().rev().copied().filter(|&i| i != config.cm).take(1).collect()
+            }
             KillMode::Cm => vec![config.cm],
             KillMode::CmPlusOne => {
                 let at = ids.iter().position(|&i| i == config.cm).unwrap_or(0);
@@ -120,9 +122,9 @@ impl std::str::FromStr for KillMode {
             "non-cm" => Ok(KillMode::NonCm),
             "cm" => Ok(KillMode::Cm),
             "cm+1" => Ok(KillMode::CmPlusOne),
-            other => Err(FailoverError::Usage(format!(
-                "--kill {other:?}: expected non-cm, cm or cm+1"
-            ))),
+            other => {
+                Err(FailoverError::Usage(format!("--kill {other:?}: expected non-cm, cm or cm+1")))
+            }
         }
     }
 }
@@ -404,7 +406,9 @@ pub fn recovery_ms(
     let level = threshold * baseline;
     let window = window.max(1);
     let hold = hold.max(window);
-    let dip = (0..post.len()).map_while(|t| mean(post, t, window).map(|m| (t, m))).find(|&(_, m)| m < level);
+    let dip = (0..post.len())
+        .map_while(|t| mean(post, t, window).map(|m| (t, m)))
+        .find(|&(_, m)| m < level);
     let Some((dip, _)) = dip else { return Some(0) };
     (dip + 1..post.len()).find(|&t| {
         mean(post, t, window).is_some_and(|m| m >= level)
@@ -443,7 +447,8 @@ pub struct Write {
 /// chain is followed backwards through `writes` (each tag names its writer, which names the tag
 /// it read) down to the initial value.
 pub fn lost_acknowledged(writes: &[Write], finals: &HashMap<u64, u64>) -> Vec<Write> {
-    let by_tag: HashMap<(u64, u64), u64> = writes.iter().map(|w| ((w.key, w.tag), w.prev)).collect();
+    let by_tag: HashMap<(u64, u64), u64> =
+        writes.iter().map(|w| ((w.key, w.tag), w.prev)).collect();
     let mut chain: HashSet<(u64, u64)> = HashSet::new();
     for (&key, &last) in finals {
         let mut tag = last;
@@ -869,7 +874,9 @@ pub fn run(
                 });
                 break;
             }
-            std::thread::sleep(cfg.kill_at.saturating_sub(t0.elapsed()).min(Duration::from_millis(5)));
+            std::thread::sleep(
+                cfg.kill_at.saturating_sub(t0.elapsed()).min(Duration::from_millis(5)),
+            );
         }
         let now = Instant::now();
         let targets: &[NodeId] = if kill_result.is_ok() { &targets } else { &[] };
@@ -914,7 +921,10 @@ pub fn run(
         }
         let mut r = rec.begin(u32::MAX);
         let got = client.run(|tx| {
-            accounts.iter().map(|&a| tx.read::<[u64; 2]>(a).map(|v| (a, v))).collect::<Result<Vec<_>, _>>()
+            accounts
+                .iter()
+                .map(|&a| tx.read::<[u64; 2]>(a).map(|v| (a, v)))
+                .collect::<Result<Vec<_>, _>>()
         });
         match got {
             Ok(values) => {
@@ -1120,7 +1130,10 @@ pub fn summary(r: &FailoverResult) -> String {
         "  clock disabled    {} (initiator's FailoverReport; 0 when the CM stays)\n",
         ms(r.clock_disabled_ms)
     ));
-    s.push_str(&format!("  initiator's round {} (decision to end of round)\n", ms(r.round_total_ms)));
+    s.push_str(&format!(
+        "  initiator's round {} (decision to end of round)\n",
+        ms(r.round_total_ms)
+    ));
     for (id, at, len) in &r.clocks_seen_disabled {
         s.push_str(&format!(
             "  clock of node {id}   seen disabled from {at:.1} ms for {} (status polled every ~1 ms)\n",
@@ -1133,7 +1146,10 @@ pub fn summary(r: &FailoverResult) -> String {
         ms(r.new_config_all_ms)
     ));
     if r.kill != KillMode::NonCm {
-        s.push_str(&format!("  clocks re-enabled {} after the kill (every survivor)\n", ms(r.clock_reenabled_ms)));
+        s.push_str(&format!(
+            "  clocks re-enabled {} after the kill (every survivor)\n",
+            ms(r.clock_reenabled_ms)
+        ));
     }
     s.push_str(&format!(
         "  recovery time     {} (back to ≥{:.0}% of the pre-kill baseline {:.2} commits/ms: {} ms windows, held {} ms; {:.0}% of pre-kill windows were under it)\n",
@@ -1217,8 +1233,10 @@ mod tests {
         let mut post = vec![10u32; 20];
         post.extend(vec![0u32; 30]);
         post.extend(vec![10u32; 100]);
-        // The window at 50 is the first full one after the dip started (window at 11 dips).
-        assert_eq!(recovery_ms(&post, 10.0, 0.9, 10, 50), Some(50));
+        // The dip starts with the window at 12 (mean 8 < 9). The window at 49 holds one empty
+        // bucket and nine full ones: 9.0 per ms, exactly 90%, so it is the first at the level.
+        assert_eq!(recovery_ms(&post, 10.0, 0.9, 10, 50), Some(49));
+        assert_eq!(recovery_ms(&post, 10.0, 0.95, 10, 50), Some(50));
     }
 
     #[test]
@@ -1227,8 +1245,10 @@ mod tests {
         post.extend(vec![10u32; 15]); // back briefly
         post.extend(vec![2u32; 40]); // down again
         post.extend(vec![10u32; 80]);
+        // The window at 10 is back at the level, but the 50 ms from it average 5.2; the first
+        // window that holds starts at 64 (one bucket of 2, nine of 10: 9.2 per ms).
         let r = recovery_ms(&post, 10.0, 0.9, 10, 50).unwrap();
-        assert_eq!(r, 65);
+        assert_eq!(r, 64);
     }
 
     #[test]

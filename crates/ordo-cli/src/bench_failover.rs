@@ -78,7 +78,8 @@ pub(crate) fn run_failover(args: &FailoverArgs) -> Result<(), CliError> {
     }
     std::fs::create_dir_all(&args.out).map_err(io(&args.out))?;
     let mode = args.kill.name().replace('+', "-plus-");
-    let plot_path = args.plot.clone().unwrap_or_else(|| args.out.join(format!("failover-{mode}.svg")));
+    let plot_path =
+        args.plot.clone().unwrap_or_else(|| args.out.join(format!("failover-{mode}.svg")));
     let target = PlotTarget::open(&plot_path)?;
     let (nodes, backups) = args.kill.default_shape();
     let binary = std::env::current_exe()
@@ -196,12 +197,18 @@ impl Figure for Timeline<'_> {
                 )))
                 .map_err(|e| e.to_string())?
                 .label(label)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2))
+                });
             Ok(())
         };
         mark(0.0, RGBColor(214, 39, 40), "kill -9".into())?;
         if let Some(t) = r.new_config_all_ms {
-            mark(t, RGBColor(44, 160, 44), format!("new configuration at every survivor ({t:.1} ms)"))?;
+            mark(
+                t,
+                RGBColor(44, 160, 44),
+                format!("new configuration at every survivor ({t:.1} ms)"),
+            )?;
         }
         if let Some(t) = r.clock_reenabled_ms {
             mark(t, RGBColor(255, 127, 14), format!("clocks re-enabled ({t:.1} ms)"))?;
