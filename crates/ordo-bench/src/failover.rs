@@ -577,9 +577,9 @@ struct ThreadLog {
 
 /// How long a client thread waits for a disabled clock before looking at the stop flag again.
 const CLOCK_STEP: Duration = Duration::from_millis(5);
-/// How long after the end of the load the threads have to finish their attempts before they
+/// How long after the end of the load the client threads have to finish their attempts before they
 /// are reported stuck and abandoned.
-const GRACE: Duration = Duration::from_secs(3);
+pub const GRACE: Duration = Duration::from_secs(3);
 
 /// The client threads' shared state.
 struct Load {
