@@ -575,6 +575,20 @@ struct ThreadLog {
     clock_waits: u64,
 }
 
+impl ThreadLog {
+    /// Moves `other`'s records into `self`.
+    fn absorb(&mut self, other: &mut ThreadLog) {
+        self.commits.append(&mut other.commits);
+        self.writes.append(&mut other.writes);
+        self.aborted += std::mem::take(&mut other.aborted);
+        self.unknown += std::mem::take(&mut other.unknown);
+        self.clock_waits += std::mem::take(&mut other.clock_waits);
+        for (k, v) in other.failures.drain() {
+            *self.failures.entry(k).or_default() += v;
+        }
+    }
+}
+
 /// How long a client thread waits for a disabled clock before looking at the stop flag again.
 const CLOCK_STEP: Duration = Duration::from_millis(5);
 /// How long after the end of the load the client threads have to finish their attempts before they
@@ -614,12 +628,23 @@ impl Load {
         }
     }
 
-    fn run(&self, process: u32, seed: u64) -> ThreadLog {
-        let mut log = ThreadLog::default();
+    /// Runs attempts until `stop`, moving each finished attempt's account into `shared`: a
+    /// thread that gets stuck inside an attempt has reported every earlier one.
+    fn run(&self, process: u32, seed: u64, shared: &Mutex<ThreadLog>) {
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut counter: u64 = 0;
-        let n = self.accounts.len();
+        let mut log = ThreadLog::default();
         while !self.stop.load(Ordering::Acquire) {
+            self.attempt(&mut log, &mut rng, &mut counter, process);
+            let mut out = shared.lock().unwrap_or_else(|p| p.into_inner());
+            out.absorb(&mut log);
+        }
+    }
+
+    /// One attempt (module docs).
+    fn attempt(&self, log: &mut ThreadLog, rng: &mut SmallRng, counter: &mut u64, process: u32) {
+        let n = self.accounts.len();
+        {
             let i = rng.random_range(0..n);
             let mut j = rng.random_range(0..n - 1);
             if j >= i {
@@ -630,10 +655,10 @@ impl Load {
             // bounded steps, so that the thread still sees `stop`.
             if self.client.clock().try_now(CLOCK_STEP).is_err() {
                 log.clock_waits += 1;
-                continue;
+                return;
             }
-            counter += 1;
-            let tag = (u64::from(process) + 1) << 40 | counter;
+            *counter += 1;
+            let tag = (u64::from(process) + 1) << 40 | *counter;
             let mut r = self.rec.begin(process);
             let invoked = Instant::now();
             let mut tx = match self.client.begin_with(Options::default()) {
@@ -642,7 +667,7 @@ impl Load {
                     r.abort();
                     *log.failures.entry("begin").or_default() += 1;
                     std::thread::sleep(Duration::from_millis(1));
-                    continue;
+                    return;
                 }
             };
             let read = |tx: &mut ordo::Tx<'_, _>, at: Addr| tx.read::<[u64; 2]>(at);
@@ -653,8 +678,8 @@ impl Load {
                 (Err(e), _) | (_, Some(Err(e))) => {
                     drop(tx);
                     r.abort();
-                    self.note(&mut log, &e, false);
-                    continue;
+                    self.note(log, &e, false);
+                    return;
                 }
                 (Ok(_), None) => unreachable!("b is read when a was"),
             };
@@ -665,8 +690,8 @@ impl Load {
             if let Err(e) = tx.write(a, &wa).and_then(|()| tx.write(b, &wb)) {
                 drop(tx);
                 r.abort();
-                self.note(&mut log, &e, false);
-                continue;
+                self.note(log, &e, false);
+                return;
             }
             r.write_register(key_of(a), tag);
             r.write_register(key_of(b), tag);
@@ -686,11 +711,10 @@ impl Load {
                     r.unknown();
                     log.unknown += 1;
                     log.writes.extend(writes);
-                    self.note(&mut log, &e, true);
+                    self.note(log, &e, true);
                 }
             }
         }
-        log
     }
 
     fn note(&self, log: &mut ThreadLog, e: &Error, in_commit: bool) {
@@ -840,13 +864,16 @@ pub fn run(
     // Detached: a thread stuck in the engine (a clock that never comes back) is abandoned
     // after the grace period rather than hanging the benchmark.
     let mut workers = Vec::with_capacity(cfg.threads);
+    let mut logs: Vec<Arc<Mutex<ThreadLog>>> = Vec::with_capacity(cfg.threads);
     for p in 0..cfg.threads {
         let mine = load.clone();
+        let out = Arc::new(Mutex::new(ThreadLog::default()));
+        logs.push(out.clone());
         let seed = cfg.seed ^ ((p as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let process = u32::try_from(p).unwrap_or(u32::MAX);
         let spawned = std::thread::Builder::new()
             .name(format!("failover-load-{p}"))
-            .spawn(move || mine.run(process, seed));
+            .spawn(move || mine.run(process, seed, &out));
         match spawned {
             Ok(h) => workers.push(h),
             Err(e) => {
@@ -900,7 +927,13 @@ pub fn run(
             std::thread::sleep(Duration::from_millis(10));
         }
         let (done, stuck): (Vec<_>, Vec<_>) = workers.into_iter().partition(|w| w.is_finished());
-        let logs: Vec<ThreadLog> = done.into_iter().map(|w| w.join().unwrap_or_default()).collect();
+        for w in done {
+            let _ = w.join();
+        }
+        let logs: Vec<ThreadLog> = logs
+            .iter()
+            .map(|l| std::mem::take(&mut *l.lock().unwrap_or_else(|p| p.into_inner())))
+            .collect();
         stop_monitor.store(true, Ordering::Release);
         let seen = mon.join().unwrap_or_default();
         (logs, stuck.len(), seen, kill_result)
@@ -985,12 +1018,21 @@ pub fn run(
     let split = usize::try_from(-from_ms).unwrap_or(0).min(buckets.len());
     let (pre, post) = buckets.split_at(split);
     let base = baseline(pre, WINDOW_MS);
-    let recovery = recovery_ms(post, base, THRESHOLD, WINDOW_MS, HOLD_MS);
-    if recovery.is_none() {
+    let recovery =
+        if base > 0.0 { recovery_ms(post, base, THRESHOLD, WINDOW_MS, HOLD_MS) } else { None };
+    if base <= 0.0 {
+        problems.push("no commit before the kill: no baseline, no recovery time".into());
+    } else if recovery.is_none() {
         problems.push(format!(
             "throughput did not come back to {:.0}% of the baseline ({base:.2}/ms) within the run",
             THRESHOLD * 100.0
         ));
+    }
+    if cfg.kill != KillMode::NonCm && seen.reenabled.is_none() {
+        problems.push(
+            "the survivors' clocks were not all enabled again by the end of the run (no working clock master)"
+                .into(),
+        );
     }
     if seen.all_new.is_none() {
         problems.push("not every survivor adopted a new configuration during the run".into());
@@ -1127,8 +1169,13 @@ pub fn summary(r: &FailoverResult) -> String {
         r.initiator.map_or_else(|| "?".into(), |n| n.to_string())
     ));
     s.push_str(&format!(
-        "  clock disabled    {} (initiator's FailoverReport; 0 when the CM stays)\n",
-        ms(r.clock_disabled_ms)
+        "  clock disabled    {} (initiator's FailoverReport of its last round; 0 when that round kept the CM){}\n",
+        ms(r.clock_disabled_ms),
+        if r.kill != KillMode::NonCm && r.clock_reenabled_ms.is_none() {
+            " — but the survivors' clocks never came back (below)"
+        } else {
+            ""
+        }
     ));
     s.push_str(&format!(
         "  initiator's round {} (decision to end of round)\n",
