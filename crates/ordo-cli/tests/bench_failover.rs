@@ -1,8 +1,9 @@
-//! `ordo bench failover` end to end. The refusals run in CI (nothing is started); the smoke run
-//! starts etcd and three `ordo node` processes and kills one, which takes about 10 s and
-//! depends on how loaded the machine is (a member that misses its 50 ms lease is a false
-//! suspicion) and on transaction recovery, which is not built yet: it is `#[ignore]`d. Run it
-//! with `cargo test --release -p ordo-cli --test bench_failover -- --ignored`.
+//! `ordo bench failover` end to end: refusals (nothing is started), and a short run that starts
+//! etcd and three `ordo node` processes, kills a non-CM under load and checks the history and
+//! the final state — about 3.5 s in a debug build, with a 50 ms lease so that a loaded CI
+//! machine does not suspect a live member (a run where it does anyway is started again by the
+//! benchmark). Measured: 8 of 8 debug runs and 6 of 6 release runs passed on the shared 2-vCPU
+//! VM, some while a release build ran beside them.
 
 #![allow(clippy::unwrap_used)] // test code: panics are the failure reports
 
@@ -36,7 +37,6 @@ fn shapes_that_cannot_fail_over_are_refused_before_anything_starts() {
 }
 
 #[test]
-#[ignore = "starts real node processes and kills one (about 10 s); needs etcd and an idle machine"]
 fn a_non_cm_kill_is_survived_and_checked() {
     let out = std::env::temp_dir().join(format!("ordo-failover-smoke-{}", std::process::id()));
     let o = ordo(&[

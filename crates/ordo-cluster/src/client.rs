@@ -29,10 +29,13 @@
 //! The client follows the configuration in force (FaRMv2 §4.3): its sync thread asks the CM for
 //! the configuration every [`CONFIG_POLL_EVERY`] and adopts one with a higher sequence number
 //! (the region map its calls are routed by, the members' addresses, the CM it syncs with).
-//! When the connection to the CM breaks (the CM died), the client disables its clock at once —
-//! it hands out no timestamp until it has synchronised with the CM of the next configuration,
-//! whose clock starts above every timestamp of the old one — and asks the other members for
-//! the configuration until one names a new CM. An application whose call to an owner failed
+//! When the connection to the CM breaks (the CM died), or a configuration names another CM, the
+//! client disables its clock at once — it hands out no timestamp until it has synchronised with
+//! the CM in force, whose clock starts above every timestamp of the old one (FaRMv2's
+//! fast-forward), and that first sync drops the old CM's — and, while the CM cannot be reached,
+//! asks the other members for the configuration until one names a new CM (every 2 ms, backing
+//! off to every 50 ms). Its transactions wait meanwhile: a cluster that never elects a new CM
+//! blocks them, as it blocks its members'. An application whose call to an owner failed
 //! ([`ordo::Error::Participant`]) can call [`Client::refresh_config`] before retrying.
 //!
 //! # Invariants
@@ -161,6 +164,9 @@ pub const CONFIG_POLL_EVERY: Duration = Duration::from_millis(20);
 /// How often the sync thread retries the CM, or asks the members for a new configuration,
 /// while it cannot reach the CM.
 const CM_RETRY_EVERY: Duration = Duration::from_millis(2);
+
+/// The longest pause between two rounds of asking the members for a new CM.
+const CM_ASK_MAX: Duration = Duration::from_millis(50);
 
 /// How long one configuration request to a member may take.
 const CONFIG_CALL_TIMEOUT: Duration = Duration::from_millis(500);
@@ -500,6 +506,7 @@ fn sync_loop(
     let mut next_poll = Instant::now() + CONFIG_POLL_EVERY;
     let mut next_ask_members = Instant::now();
     let mut lost_cm = false;
+    let mut ask_every = CM_RETRY_EVERY;
     while !stopping.load(Ordering::Acquire) {
         let next = Instant::now() + every;
         let config = link.config();
@@ -510,16 +517,14 @@ fn sync_loop(
         };
         if stale {
             if let Some((id, p)) = peer.take() {
+                // The CM's connection broke, or the configuration names another CM: no
+                // timestamps until synchronised with the CM in force, and that first sync
+                // drops every sync with the old one (`SyncedClock::finish_sync`).
+                clock.disable();
                 if id == cm {
-                    // The CM's connection broke: no timestamps until the next CM's clock.
                     lost_cm = true;
-                    clock.disable();
-                    tracing::info!(
-                        client = link.id,
-                        cm,
-                        "connection to the CM lost; clock disabled"
-                    );
                 }
+                tracing::info!(client = link.id, old = id, cm, "left the CM; clock disabled");
                 p.close();
             }
             if Instant::now() >= next_connect {
@@ -547,6 +552,7 @@ fn sync_loop(
                     Some(p) => {
                         peer = Some((cm, p));
                         lost_cm = false;
+                        ask_every = CM_RETRY_EVERY;
                     }
                     None => {
                         if clock.is_enabled() {
@@ -561,10 +567,13 @@ fn sync_loop(
         }
         if lost_cm && Instant::now() >= next_ask_members {
             // Ask the others whether a new configuration names another CM.
-            next_ask_members = Instant::now() + CM_RETRY_EVERY;
+            next_ask_members = Instant::now() + ask_every;
+            // Every 2 ms at first, backing off to every 50 ms while no member names another CM.
+            ask_every = (ask_every * 2).min(CM_ASK_MAX);
             if let Ok(c) = rt.block_on(link.fetch(Some(cm))) {
                 if link.adopt(c) {
                     next_connect = Instant::now();
+                    ask_every = CM_RETRY_EVERY;
                 }
             }
         }
