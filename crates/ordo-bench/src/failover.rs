@@ -1188,7 +1188,7 @@ pub fn summary(r: &FailoverResult) -> String {
         ));
     }
     s.push_str(&format!(
-        "  new config seen   first survivor {}, every survivor {} after the kill\n",
+        "  detection         new configuration at the first survivor {}, at every survivor {} after the kill\n",
         ms(r.new_config_first_ms),
         ms(r.new_config_all_ms)
     ));
