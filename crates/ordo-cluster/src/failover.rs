@@ -273,8 +273,9 @@ pub fn run_round<L: Clock>(
         return Ok(RoundOutcome { ff: None, acks: others.len() });
     };
     // Raised to the new CM's own upper bound after the wait, as the paper says; the clock
-    // does the same again when enabled.
-    clock.advance(ff);
+    // does the same again when enabled. The bound is read before `advance`, which replaces
+    // the clock's sync state with FF and so would drop the time the lease wait took.
+    clock.advance(clock.disable_for_reconfiguration().max(ff));
     let ff = clock.disable_for_reconfiguration().max(ff);
     if !shortcuts.skip_advance {
         for &member in &others {
@@ -452,6 +453,29 @@ mod tests {
         let e = run_round(3, &clocks[&3], &p, &members, RoundShortcuts::default()).unwrap_err();
         assert_eq!((e.member, e.step), (2, "NEW-CONFIG"));
         assert!(!clocks[&3].is_enabled(), "a failed round leaves the initiator's clock disabled");
+    }
+
+    /// The lease wait lets removed members hand out timestamps until their leases end, so FF
+    /// must cover the old CM's time at the end of the wait, not only at NEW-CONFIG (found by
+    /// the simulation, `sim`: `advance` used to replace the new CM's sync state before its
+    /// own upper bound was read, dropping the wait; this test fails with that order).
+    #[test]
+    fn ff_covers_the_time_the_lease_wait_took() {
+        let source = TimeSource::virtual_at(DEFAULT_START_NANOS);
+        let clocks = five_clocks(&source);
+        let p = plan(&cluster(5, 2), &set(&[1, 2]), 3).unwrap();
+        assert!(p.lease_wait);
+        let members = InProcess {
+            clocks: &clocks,
+            source: &source,
+            dead: set(&[1, 2]),
+            lease_waits: Cell::new(0),
+        };
+        let r = run_round(3, &clocks[&3], &p, &members, RoundShortcuts::default()).unwrap();
+        // The old CM's clock still runs: its time now bounds what a removed member could have
+        // handed out during the wait.
+        let old_cm_now = clocks[&1].now().hi();
+        assert!(r.ff.unwrap() >= old_cm_now, "FF {:?} below the old CM's {old_cm_now:?}", r.ff);
     }
 
     fn cluster(n: u64, backups: usize) -> ClusterConfig {

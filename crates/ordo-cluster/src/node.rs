@@ -51,6 +51,7 @@ use crate::failover::{self, RoundError, RoundMembers, RoundShortcuts};
 use crate::lease::LeaseTable;
 use crate::metrics::NodeMetrics;
 use crate::owners::{LocalBackup, Placement, RemoteOwners};
+use crate::recovery;
 use crate::transport::{Handler, Limits, Peer, PeerPool, Server, TransportError};
 use crate::wire::Body;
 use ordo::remote::{PartWire, ReadAt, ReadEntry, Refusal, TxKey};
@@ -83,6 +84,9 @@ pub mod codes {
     pub const NOT_OWNER: u16 = 6;
     /// The request is malformed beyond what the wire decoder checks.
     pub const BAD_REQUEST: u16 = 7;
+    /// The sender is a client presumed dead: its transactions were recovered, and nothing more
+    /// from it is served (it must reconnect under a new id).
+    pub const FENCED: u16 = 8;
 }
 
 /// What went wrong starting or running a node.
@@ -163,6 +167,38 @@ pub struct NodeShared {
     /// The suspects of the last attempt and when it ended: the same suspects are not tried
     /// again for [`FAILOVER_RETRY`] (a refused plan, such as no majority, stays refused).
     last_attempt: Mutex<Option<(std::collections::BTreeSet<NodeId>, Instant)>>,
+    /// Regions this node was promoted to primary of and does not serve yet: records of the
+    /// region it held as a backup are still pending (their coordinators' TRUNCATE or discard,
+    /// or recovery's decision, resolves them). Lock order: `config`, then this.
+    gated: Mutex<std::collections::BTreeSet<u16>>,
+    /// `gated` is not empty (a load on the TRUNCATE path instead of a lock).
+    any_gated: AtomicBool,
+    /// Copies of this node's regions due to new backups (`crate::rereplicate`), for the lease
+    /// thread to start.
+    copies_due: Mutex<Vec<(u16, NodeId)>>,
+    /// The copies this node made, finished or failed.
+    copies_done: Mutex<Vec<CopyOutcome>>,
+    /// Clients whose transactions recovery decided: nothing more from them is served.
+    fenced: Mutex<std::collections::HashSet<u64>>,
+    /// `fenced` is not empty (a load per request instead of a lock).
+    any_fenced: AtomicBool,
+    /// On the CM: clients silent for [`CLIENT_OAT_TTL`], for the lease thread to recover.
+    clients_gone: Mutex<Vec<u64>>,
+}
+
+/// A copy of a region to a new backup (re-replication) as it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyOutcome {
+    /// The region.
+    pub region: u16,
+    /// The new backup.
+    pub backup: NodeId,
+    /// What was copied.
+    pub report: crate::rereplicate::CopyReport,
+    /// How long it took.
+    pub elapsed: Duration,
+    /// Why it stopped early, if it did.
+    pub error: Option<String>,
 }
 
 /// How long a failover attempt for the same suspects waits after the last one.
@@ -181,6 +217,12 @@ pub struct FailoverReport {
     pub clock_disabled: Duration,
     /// From the decision to reconfigure to the end of the round.
     pub total: Duration,
+    /// Transactions of the removed members that recovery committed.
+    pub recovered_commits: usize,
+    /// Transactions of the removed members that recovery aborted.
+    pub recovered_aborts: usize,
+    /// How long recovery took (query, vote, decisions), after the round.
+    pub recovery: Duration,
 }
 
 impl LocalBackup for NodeShared {
@@ -189,8 +231,9 @@ impl LocalBackup for NodeShared {
         key: TxKey,
         part: &PartWire,
         wts: ordo_clock::Timestamp,
+        regions: &[u16],
     ) -> Result<(), ordo::Error> {
-        self.db.serve_backup(key, part, wts)
+        self.db.serve_backup(key, part, wts, regions)
     }
 
     fn truncate(&self, key: TxKey) {
@@ -250,9 +293,34 @@ impl NodeShared {
         }
         tracing::info!(node = self.id, seq = next.seq, "adopted cluster configuration");
         self.metrics.config_seq.store(next.seq, Ordering::Relaxed);
-        // Moving a region (a new primary or backups) is reconfiguration (Cluster III); a new
-        // region map is followed as it stands.
-        self.placement.adopt(&next);
+        // Regions this node becomes primary of: a backup promoted by a failover. It serves them
+        // once the records it holds of them are resolved (`ungate`).
+        let due = crate::rereplicate::copies_due(self.id, &guard, &next);
+        if !due.is_empty() {
+            self.copies_due.lock().unwrap_or_else(|p| p.into_inner()).extend(due);
+        }
+        let promoted: Vec<u16> = next
+            .regions
+            .iter()
+            .filter(|r| r.primary == self.id)
+            .filter(|r| guard.regions.iter().any(|o| o.region == r.region && o.primary != self.id))
+            .filter_map(|r| u16::try_from(r.region).ok())
+            .collect();
+        {
+            let mut gated = self.gated.lock().unwrap_or_else(|p| p.into_inner());
+            gated.extend(promoted.iter().copied());
+            gated.retain(|&r| {
+                next.regions.iter().any(|p| p.region == u32::from(r) && p.primary == self.id)
+            });
+            // Gated regions are never routed here, not even for the moment between the two.
+            let held: Vec<u16> = gated.iter().copied().collect();
+            self.placement.adopt_holding(&next, &held);
+            self.any_gated.store(!gated.is_empty(), Ordering::Release);
+            if !promoted.is_empty() {
+                tracing::warn!(node = self.id, seq = next.seq, regions = ?promoted,
+                    "promoted to primary; serving once the records held are resolved");
+            }
+        }
         for m in &next.members {
             if let Ok(addr) = m.addr.parse::<SocketAddr>() {
                 self.owners_pool.set_addr(m.id, addr);
@@ -279,6 +347,51 @@ impl NodeShared {
             }
         }
         true
+    }
+}
+
+impl NodeShared {
+    /// Starts serving the promoted regions whose records are all resolved: rebuilds their
+    /// allocator state and routes them here (see `gated`).
+    fn ungate(&self) {
+        if !self.any_gated.load(Ordering::Acquire) {
+            return;
+        }
+        // Held throughout (lock order: config, then gated), so no adopt moves a region between
+        // the check and the routing below.
+        let config = self.config.read().unwrap_or_else(|p| p.into_inner());
+        let mut gated = self.gated.lock().unwrap_or_else(|p| p.into_inner());
+        let ff = self.clock.fast_forward_point();
+        let since = match self.clock.try_now(Duration::ZERO) {
+            Ok(now) => now.hi().max(ff),
+            Err(_) => ff,
+        };
+        gated.retain(|&region| {
+            if !config.regions.iter().any(|p| p.region == u32::from(region) && p.primary == self.id)
+            {
+                return false;
+            }
+            if self.db.serve_pending_in(region) > 0 {
+                return true;
+            }
+            match self.db.promote_region(region, since) {
+                Ok(()) => {
+                    self.placement.set_primary(region, Some(self.id));
+                    tracing::warn!(node = self.id, region, "serving promoted region");
+                    false
+                }
+                Err(e) => {
+                    tracing::error!(node = self.id, region, error = %e, "cannot promote region");
+                    true
+                }
+            }
+        });
+        self.any_gated.store(!gated.is_empty(), Ordering::Release);
+    }
+
+    /// Regions promoted here and not served yet.
+    pub(crate) fn gated(&self) -> Vec<u16> {
+        self.gated.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect()
     }
 }
 
@@ -316,6 +429,9 @@ fn error_reply(code: u16, message: String) -> Body {
 impl Handler for NodeHandler {
     fn request(&self, from: u64, body: Body) -> Body {
         let s = &self.shared;
+        if s.is_fenced(from) {
+            return error_reply(codes::FENCED, format!("client {from} was presumed dead"));
+        }
         match body {
             Body::Ping { payload } => Body::Pong { payload },
             Body::ClockSyncRequest => {
@@ -415,9 +531,18 @@ impl Handler for NodeHandler {
                 }
                 done(s.db.serve_release(addr))
             }
-            Body::Lock { tx, region, entries, words } => {
+            Body::Lock { tx, region, seq, entries, words } => {
                 if let Some(e) = s.not_primary(region) {
                     return e;
+                }
+                let changed = s.placement.changed_at(region);
+                if seq < changed {
+                    return error_reply(
+                        codes::WRONG_CONFIG,
+                        format!(
+                            "LOCK routed by configuration {seq}; region {region} changed at {changed}"
+                        ),
+                    );
                 }
                 let key = TxKey { coordinator: from, tx, region };
                 done(s.db.serve_lock(key, &PartWire { entries, words }))
@@ -439,7 +564,7 @@ impl Handler for NodeHandler {
                 }
                 done(s.db.serve_validate(&reads))
             }
-            Body::CommitBackup { tx, region, wts, entries, words, truncate } => {
+            Body::CommitBackup { tx, region, wts, entries, words, truncate, regions } => {
                 s.truncate_all(from, &truncate, &[]);
                 if !s.placement.is_backup(region, s.id) {
                     return error_reply(
@@ -453,9 +578,11 @@ impl Handler for NodeHandler {
                 if s.db.config().durability.is_some() {
                     // A durable backup waits for its log (the group flush): hand this network
                     // thread's other connections to another thread meanwhile.
-                    done(tokio::task::block_in_place(|| s.db.serve_backup(key, &part, wts)))
+                    done(tokio::task::block_in_place(|| {
+                        s.db.serve_backup(key, &part, wts, &regions)
+                    }))
                 } else {
-                    done(s.db.serve_backup(key, &part, wts))
+                    done(s.db.serve_backup(key, &part, wts, &regions))
                 }
             }
             Body::CommitPrimary { tx, region, wts } => {
@@ -540,6 +667,57 @@ impl Handler for NodeHandler {
                 failover::on_advance(&s.clock, ordo_clock::Timestamp::from_nanos(ff));
                 Body::Done { flag: true }
             }
+            Body::Replicate { region, images } => {
+                if !s.placement.is_backup(region, s.id) || s.placement.primary(region) != Some(from)
+                {
+                    return error_reply(
+                        codes::NOT_OWNER,
+                        format!(
+                            "REPLICATE of region {region} from {from}, not its primary to a backup"
+                        ),
+                    );
+                }
+                let images = match crate::rereplicate::decode_images(&images) {
+                    Ok(images) => images,
+                    Err(e) => return error_reply(codes::BAD_REQUEST, e.to_string()),
+                };
+                if let Some(i) = images.iter().find(|i| i.addr.region() != region) {
+                    return error_reply(
+                        codes::BAD_REQUEST,
+                        format!("REPLICATE of region {region} carries {:?}", i.addr),
+                    );
+                }
+                for i in &images {
+                    let applied =
+                        s.db.serve_replica(i.addr, i.version, i.len_bytes as usize, &i.words);
+                    if let Err(e) = applied {
+                        return declined(&e);
+                    }
+                }
+                Body::Done { flag: true }
+            }
+            Body::RecoverQuery { seq, coordinators } => {
+                if let Some(e) = s.not_from_cm(from, seq, "RECOVER-QUERY") {
+                    return e;
+                }
+                // A client's state is final once nothing more from it is served.
+                s.fence(coordinators.iter().copied().filter(|&c| s.config().member(c).is_none()));
+                let (records, locks, evidence) =
+                    recovery::encode_state(&s.db.serve_recovery_state(&coordinators));
+                Body::RecoverState { records, locks, evidence }
+            }
+            Body::RecoverDecide { seq, decisions } => {
+                if let Some(e) = s.not_from_cm(from, seq, "RECOVER-DECIDE") {
+                    return e;
+                }
+                match recovery::decode_decisions(&decisions) {
+                    Ok(decisions) => {
+                        s.resolve(&decisions);
+                        Body::Done { flag: true }
+                    }
+                    Err(e) => error_reply(codes::BAD_REQUEST, e.to_string()),
+                }
+            }
             Body::ConfigRequest => Body::ConfigReply {
                 json: String::from_utf8_lossy(&s.config().to_json()).into_owned(),
             },
@@ -560,6 +738,9 @@ impl Handler for NodeHandler {
     // and is dropped, as is anything else.
     fn one_way(&self, from: u64, body: Body) {
         let s = &self.shared;
+        if s.is_fenced(from) {
+            return;
+        }
         match body {
             Body::Truncate { truncate, discard } => s.truncate_all(from, &truncate, &discard),
             Body::CommitPrimary { tx, region, wts } => {
@@ -636,7 +817,18 @@ impl NodeShared {
         for m in config.non_cms() {
             oat = oat.min(oats.get(&m.id).map_or(0, |(o, _)| *o));
         }
-        oats.retain(|id, (_, at)| config.member(*id).is_some() || at.elapsed() < CLIENT_OAT_TTL);
+        let mut gone = Vec::new();
+        oats.retain(|id, (_, at)| {
+            let keep = config.member(*id).is_some() || at.elapsed() < CLIENT_OAT_TTL;
+            if !keep {
+                gone.push(*id);
+            }
+            keep
+        });
+        if !gone.is_empty() {
+            tracing::warn!(node = self.id, clients = ?gone, "clients silent: presumed dead");
+            self.clients_gone.lock().unwrap_or_else(|p| p.into_inner()).extend(gone);
+        }
         for (id, (o, _)) in oats.iter() {
             if config.member(*id).is_none() {
                 oat = oat.min(*o);
@@ -646,6 +838,53 @@ impl NodeShared {
         let oat = ordo_clock::Timestamp::from_nanos(oat);
         self.db.set_gc_bound(oat);
         oat
+    }
+
+    /// `None` if `from` is the CM of configuration `seq`, this node's; else the error reply.
+    fn not_from_cm(&self, from: u64, seq: u64, step: &str) -> Option<Body> {
+        let config = self.config();
+        (config.seq != seq || config.cm != from).then(|| {
+            error_reply(
+                codes::WRONG_CONFIG,
+                format!(
+                    "{step} {seq} from {from}; this node is at {} with CM {}",
+                    config.seq, config.cm
+                ),
+            )
+        })
+    }
+
+    /// Whether `from` is a fenced client.
+    fn is_fenced(&self, from: u64) -> bool {
+        self.any_fenced.load(Ordering::Acquire)
+            && self.fenced.lock().unwrap_or_else(|p| p.into_inner()).contains(&from)
+    }
+
+    /// Serves nothing more from `clients` (recovery decides their transactions).
+    fn fence(&self, clients: impl Iterator<Item = u64>) {
+        let mut fenced = self.fenced.lock().unwrap_or_else(|p| p.into_inner());
+        fenced.extend(clients);
+        self.any_fenced.store(!fenced.is_empty(), Ordering::Release);
+    }
+
+    /// Carries out recovery's decisions here, then serves the promoted regions they cleared.
+    fn resolve(&self, decisions: &[ordo::remote::Decision]) -> ordo::remote::Resolved {
+        let done = self.db.serve_resolve(decisions);
+        for (key, e) in &done.errors {
+            tracing::error!(node = self.id, ?key, error = %e, "recovery could not resolve a part");
+        }
+        if done.installed + done.released + done.applied + done.dropped > 0 {
+            tracing::warn!(
+                node = self.id,
+                installed = done.installed,
+                released = done.released,
+                applied = done.applied,
+                dropped = done.dropped,
+                "recovered transactions"
+            );
+        }
+        self.ungate();
+        done
     }
 
     /// `None` if this node is `region`'s primary, else the `NOT_OWNER` reply.
@@ -667,6 +906,7 @@ impl NodeShared {
         for &(tx, region) in discard {
             LocalBackup::discard(self, TxKey { coordinator, tx, region });
         }
+        self.ungate();
     }
 }
 
@@ -782,6 +1022,13 @@ impl Node {
             reconfiguring: AtomicBool::new(false),
             last_failover: Mutex::new(None),
             last_attempt: Mutex::new(None),
+            gated: Mutex::new(std::collections::BTreeSet::new()),
+            any_gated: AtomicBool::new(false),
+            copies_due: Mutex::new(Vec::new()),
+            copies_done: Mutex::new(Vec::new()),
+            fenced: Mutex::new(std::collections::HashSet::new()),
+            any_fenced: AtomicBool::new(false),
+            clients_gone: Mutex::new(Vec::new()),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -893,6 +1140,18 @@ impl Node {
     }
 
     /// The last reconfiguration this node initiated, if any.
+    /// Regions this node was promoted to primary of and does not serve yet (records of them
+    /// it held as a backup are still being resolved).
+    pub fn gated_regions(&self) -> Vec<u16> {
+        self.shared.gated()
+    }
+
+    /// The copies of this node's regions to new backups (re-replication) that ended.
+    pub fn copies(&self) -> Vec<CopyOutcome> {
+        self.shared.copies_done.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The last reconfiguration this node initiated.
     pub fn last_failover(&self) -> Option<FailoverReport> {
         self.shared.last_failover.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -1211,6 +1470,9 @@ async fn renew_once(shared: &NodeShared, peer: &Peer, seq: u64, cm: NodeId, time
 }
 
 fn check_leases(shared: &Arc<NodeShared>, now: Instant) {
+    shared.ungate();
+    start_copies(shared);
+    recover_clients(shared);
     let (expired, suspects) = {
         let mut leases = shared.leases();
         let expired = leases.check(now);
@@ -1352,11 +1614,13 @@ impl RoundMembers for NetMembers<'_> {
     }
 }
 
-/// Failover on this node (module `failover`): plan, swap in etcd, run the round, adopt. A
-/// member that fails the round is removed too, in a new attempt (at most three).
+/// Failover on this node (module `failover`): plan, swap in etcd, run the round, adopt, then
+/// recover the removed members' transactions (module `recovery`). A member that fails the
+/// round is removed too, in a new attempt (at most three).
 fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<NodeId>) {
     let Some(store) = shared.store.as_ref() else { return };
     let started = Instant::now();
+    let before = shared.config();
     for _attempt in 0..3 {
         let current = shared.config();
         let plan = match failover::plan(&current, &removed, shared.id) {
@@ -1401,14 +1665,21 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
                 m.failover_total_us
                     .store(u64::try_from(total.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
                 m.failover_seq.store(plan.next.seq, Ordering::Relaxed);
+                let recovery_started = Instant::now();
+                let dead = recovery::removed(&before, &plan.next);
+                let (commits, aborts) = recover(shared, &members, &before, &dead);
                 *shared.last_failover.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(FailoverReport {
                         seq: plan.next.seq,
-                        removed: removed.iter().copied().collect(),
+                        removed: dead,
                         cm_changed: plan.cm_changed,
                         clock_disabled,
                         total,
+                        recovered_commits: commits,
+                        recovered_aborts: aborts,
+                        recovery: recovery_started.elapsed(),
                     });
+                rereplicate(shared);
                 return;
             }
             Err(e) => {
@@ -1418,6 +1689,229 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
                 shared.adopt(plan.next.clone());
                 removed = std::collections::BTreeSet::from([e.member]);
             }
+        }
+    }
+}
+
+/// On the CM: recovers the transactions of clients silent for [`CLIENT_OAT_TTL`] (module
+/// `recovery`), in a thread, unless a reconfiguration is running (they wait for the next tick).
+/// Every member fences such a client when queried, so its state is final when voted on.
+fn recover_clients(shared: &Arc<NodeShared>) {
+    if !shared.is_cm() || shared.store.is_none() || !shared.file.failover {
+        return;
+    }
+    let gone: Vec<u64> =
+        std::mem::take(&mut *shared.clients_gone.lock().unwrap_or_else(|p| p.into_inner()));
+    if gone.is_empty() {
+        return;
+    }
+    if shared.reconfiguring.swap(true, Ordering::AcqRel) {
+        shared.clients_gone.lock().unwrap_or_else(|p| p.into_inner()).extend(gone);
+        return;
+    }
+    let s = shared.clone();
+    let spawned = std::thread::Builder::new().name("ordo-recover-clients".into()).spawn(move || {
+        let config = s.config();
+        s.fence(gone.iter().copied());
+        let members = NetMembers {
+            shared: &s,
+            next: config.clone(),
+            peers: Mutex::new(std::collections::HashMap::new()),
+        };
+        let (commits, aborts) = recover(&s, &members, &config, &gone);
+        tracing::warn!(node = s.id, clients = ?gone, commits, aborts, "recovered dead clients' transactions");
+        s.reconfiguring.store(false, Ordering::Release);
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start client recovery");
+        shared.reconfiguring.store(false, Ordering::Release);
+    }
+}
+
+/// How many times the CM tries recovery's query and decisions before leaving it to the next
+/// failover (a survivor that does not answer is suspected in turn).
+const RECOVERY_ATTEMPTS: usize = 3;
+
+/// Recovery of the transactions of `dead` (module `recovery`), run by the CM after the round
+/// that removed them: RECOVER-QUERY to every member (this node answers itself), the vote,
+/// RECOVER-DECIDE to every member. Returns the transactions committed and aborted. Repeating
+/// it is harmless: a member that carried out a decision holds evidence of it, and the vote
+/// decides the same again.
+fn recover(
+    shared: &NodeShared,
+    members: &NetMembers<'_>,
+    before: &ClusterConfig,
+    dead: &[NodeId],
+) -> (usize, usize) {
+    if dead.is_empty() {
+        return (0, 0);
+    }
+    let seq = members.next.seq;
+    let ids: Vec<NodeId> = members.next.members.iter().map(|m| m.id).collect();
+    for attempt in 1..=RECOVERY_ATTEMPTS {
+        let mut states = Vec::with_capacity(ids.len());
+        let mut failed = None;
+        for &id in &ids {
+            if id == shared.id {
+                states.push(shared.db.serve_recovery_state(dead));
+                continue;
+            }
+            let body = Body::RecoverQuery { seq, coordinators: dead.to_vec() };
+            let state = match members.call(id, "RECOVER-QUERY", body) {
+                Ok(Body::RecoverState { records, locks, evidence }) => {
+                    recovery::decode_state(&records, &locks, &evidence)
+                        .map_err(|e| format!("node {id}: {e}"))
+                }
+                Ok(other) => Err(format!("node {id} answered {}", other.name())),
+                Err(e) => Err(e.to_string()),
+            };
+            match state {
+                Ok(state) => states.push(state),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            tracing::warn!(node = shared.id, attempt, error = %e, "recovery query failed");
+            continue;
+        }
+        let decisions = recovery::decide(before, &states);
+        let commits = decisions.iter().filter(|d| d.commit.is_some()).count();
+        let words = recovery::encode_decisions(&decisions);
+        let mut delivered = true;
+        for &id in &ids {
+            if id == shared.id {
+                shared.resolve(&decisions);
+                continue;
+            }
+            let body = Body::RecoverDecide { seq, decisions: words.clone() };
+            if let Err(e) = members.call(id, "RECOVER-DECIDE", body) {
+                tracing::warn!(node = shared.id, attempt, error = %e, "recovery decision not delivered");
+                delivered = false;
+            }
+        }
+        tracing::warn!(node = shared.id, seq, dead = ?dead, committed = commits,
+            aborted = decisions.len() - commits, "recovery decided");
+        if delivered {
+            return (commits, decisions.len() - commits);
+        }
+    }
+    tracing::error!(node = shared.id, seq, "recovery incomplete; the next failover retries it");
+    (0, 0)
+}
+
+/// How many times a copier sends one batch before giving up (10 ms apart).
+const COPY_ATTEMPTS: usize = 100;
+
+/// Starts a copier thread for each copy due (`crate::rereplicate`).
+fn start_copies(shared: &Arc<NodeShared>) {
+    let due: Vec<(u16, NodeId)> =
+        std::mem::take(&mut *shared.copies_due.lock().unwrap_or_else(|p| p.into_inner()));
+    for (region, backup) in due {
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ordo-rereplicate".into())
+            .spawn(move || copy_to(&s, region, backup));
+        if let Err(e) = spawned {
+            tracing::error!(node = shared.id, region, backup, error = %e, "cannot start a copier");
+        }
+    }
+}
+
+/// Copies `region` to its new backup `backup`, paced; stops when the node stops or the region
+/// is no longer this node's with that backup.
+fn copy_to(shared: &NodeShared, region: u16, backup: NodeId) {
+    let started = Instant::now();
+    let timeout = shared.file.lease().max(Duration::from_millis(500));
+    // A region promoted here is copied once served: its pending records are part of it.
+    while shared.gated().contains(&region) && !shared.stopping.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stop = || {
+        shared.stopping.load(Ordering::Acquire)
+            || shared.placement.primary(region) != Some(shared.id)
+            || !shared.placement.is_backup(region, backup)
+    };
+    let send = |images: Vec<crate::rereplicate::Image>| -> Result<(), String> {
+        let images = crate::rereplicate::encode_images(&images);
+        // The backup may adopt the configuration a little after this node: a refusal is
+        // retried for a while.
+        let mut last = String::new();
+        for _ in 0..COPY_ATTEMPTS {
+            let body = Body::Replicate { region, images: images.clone() };
+            let reply = shared.net.block_on(async {
+                shared.owners_pool.get(backup).await?.call_timeout(body, timeout).await
+            });
+            match reply {
+                Ok(Body::Done { .. }) => return Ok(()),
+                Ok(other) => last = format!("node {backup} answered {other:?}"),
+                Err(e) => last = e.to_string(),
+            }
+            if stop() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(last)
+    };
+    let (report, error) = match crate::rereplicate::copy_region(&shared.db, region, send, stop) {
+        Ok(report) => (report, None),
+        Err(e) => (crate::rereplicate::CopyReport::default(), Some(e)),
+    };
+    let elapsed = started.elapsed();
+    match &error {
+        None => tracing::warn!(
+            node = shared.id,
+            region,
+            backup,
+            objects = report.objects,
+            elapsed_ms = elapsed.as_millis() as u64,
+            "region copied to its new backup"
+        ),
+        Some(e) => {
+            tracing::error!(node = shared.id, region, backup, error = %e, "region copy failed")
+        }
+    }
+    shared.copies_done.lock().unwrap_or_else(|p| p.into_inner()).push(CopyOutcome {
+        region,
+        backup,
+        report,
+        elapsed,
+        error,
+    });
+}
+
+/// Re-replication's configuration change (`crate::rereplicate::plan`), made by the CM after
+/// a failover: swap in etcd, NEW-CONFIG / CONFIG-COMMIT, adopt. The primaries then copy.
+fn rereplicate(shared: &NodeShared) {
+    let Some(store) = shared.store.as_ref() else { return };
+    if !shared.is_cm() {
+        return;
+    }
+    let current = shared.config();
+    let Some(plan) = crate::rereplicate::plan(&current) else { return };
+    if let Err(e) = shared.net.block_on(store.swap(current.seq, &plan.next)) {
+        tracing::warn!(node = shared.id, error = %e, "re-replication swap refused");
+        return;
+    }
+    let members = NetMembers {
+        shared,
+        next: plan.next.clone(),
+        peers: Mutex::new(std::collections::HashMap::new()),
+    };
+    match failover::run_round(shared.id, &shared.clock, &plan, &members, RoundShortcuts::default())
+    {
+        Ok(_) => {
+            shared.adopt(plan.next.clone());
+            tracing::warn!(node = shared.id, seq = plan.next.seq, regions = ?plan.degraded,
+                "new backups for degraded regions");
+        }
+        Err(e) => {
+            // The configuration stands in etcd; members that missed it follow the watch.
+            shared.adopt(plan.next.clone());
+            tracing::warn!(node = shared.id, error = %e, "re-replication round failed");
         }
     }
 }

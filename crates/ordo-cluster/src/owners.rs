@@ -61,6 +61,9 @@ pub struct Placement {
     primary: Box<[AtomicU64]>,
     /// Per region, its backups.
     backups: RwLock<HashMap<u16, Vec<NodeId>>>,
+    /// Per region id, the sequence number of the configuration that last changed its primary
+    /// or backups (0: never changed since this placement was made).
+    changed_at: Box<[AtomicU64]>,
     seq: AtomicU64,
 }
 
@@ -70,6 +73,7 @@ impl Placement {
         let p = Placement {
             primary: (0..=u16::MAX as usize).map(|_| AtomicU64::new(NOBODY)).collect(),
             backups: RwLock::new(HashMap::new()),
+            changed_at: (0..=u16::MAX as usize).map(|_| AtomicU64::new(0)).collect(),
             seq: AtomicU64::new(0),
         };
         p.adopt(config);
@@ -78,17 +82,54 @@ impl Placement {
 
     /// Adopts the region map of `config` (a newer configuration).
     pub fn adopt(&self, config: &ClusterConfig) {
+        self.adopt_holding(config, &[]);
+    }
+
+    /// [`Placement::adopt`], but the regions in `held` get no primary here (a promoted backup
+    /// that does not serve them yet; see [`Placement::set_primary`]).
+    pub fn adopt_holding(&self, config: &ClusterConfig, held: &[u16]) {
         let mut backups = self.backups.write().unwrap_or_else(|e| e.into_inner());
-        backups.clear();
-        for a in self.primary.iter() {
-            a.store(NOBODY, Ordering::Relaxed);
+        let first = self.seq.load(Ordering::Acquire) == 0;
+        let old: HashMap<u16, (u64, Vec<NodeId>)> = backups
+            .drain()
+            .map(|(id, b)| (id, (self.primary[id as usize].load(Ordering::Relaxed), b)))
+            .collect();
+        // Regions that leave the map lose their primary; the others switch in one store each,
+        // so a region that keeps its primary is never seen without one.
+        for id in old.keys() {
+            if !config.regions.iter().any(|r| r.region == u32::from(*id)) {
+                self.primary[*id as usize].store(NOBODY, Ordering::Release);
+            }
         }
         for r in &config.regions {
             let Ok(id) = u16::try_from(r.region) else { continue };
-            self.primary[id as usize].store(r.primary, Ordering::Release);
+            let same = old.get(&id).is_some_and(|(p, b)| *p == r.primary && *b == r.backups);
+            if !same && !first {
+                self.changed_at[id as usize].store(config.seq, Ordering::Release);
+            }
+            let primary = if held.contains(&id) { NOBODY } else { r.primary };
+            self.primary[id as usize].store(primary, Ordering::Release);
             backups.insert(id, r.backups.clone());
         }
         self.seq.store(config.seq, Ordering::Release);
+    }
+
+    /// The sequence number of the configuration in force here.
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// The sequence number of the configuration that last changed `region`'s primary or
+    /// backups (0 when none did since this placement was made): a LOCK routed by an older
+    /// configuration is refused (see `crate::rereplicate`).
+    pub fn changed_at(&self, region: u16) -> u64 {
+        self.changed_at[region as usize].load(Ordering::Acquire)
+    }
+
+    /// Sets the primary of `region` here, apart from the configuration: `None` while a
+    /// promoted backup still resolves the region's records (the node serves it only after).
+    pub fn set_primary(&self, region: u16, node: Option<NodeId>) {
+        self.primary[region as usize].store(node.unwrap_or(NOBODY), Ordering::Release);
     }
 
     /// The primary of `region`.
@@ -128,8 +169,14 @@ impl Placement {
 /// What a node that backs up regions itself offers the remote participant: the in-process
 /// COMMIT-BACKUP and TRUNCATE.
 pub trait LocalBackup: Send + Sync {
-    /// COMMIT-BACKUP here.
-    fn backup(&self, key: TxKey, part: &PartWire, wts: Timestamp) -> Result<(), Error>;
+    /// COMMIT-BACKUP here; `regions` are every region the transaction writes.
+    fn backup(
+        &self,
+        key: TxKey,
+        part: &PartWire,
+        wts: Timestamp,
+        regions: &[u16],
+    ) -> Result<(), Error>;
     /// TRUNCATE here.
     fn truncate(&self, key: TxKey);
     /// Drops a part backed up here whose transaction aborted.
@@ -178,6 +225,23 @@ enum Order {
     First(u64),
     /// ABORT of attempt `tx`: it must not overtake the attempt's LOCK.
     Follows(u64),
+}
+
+/// The commit attempt this thread is making (a commit runs on one thread from LOCK to
+/// TRUNCATE): the regions it writes, which every COMMIT-BACKUP carries, and the backups each
+/// region's COMMIT-BACKUP went to. TRUNCATE and discard go to those same nodes even when a
+/// failover changed the region's placement meanwhile: a backup promoted to primary holds the
+/// record and must hear its fate.
+#[derive(Default)]
+struct Attempt {
+    /// The `RemoteOwners` (by address) and the attempt number.
+    id: (usize, u64),
+    regions: Vec<u16>,
+    sent: Vec<(u16, Vec<NodeId>)>,
+}
+
+thread_local! {
+    static ATTEMPT: std::cell::RefCell<Attempt> = std::cell::RefCell::new(Attempt::default());
 }
 
 /// Timed-out attempts remembered at most (see `RemoteOwners::late`).
@@ -237,6 +301,46 @@ impl RemoteOwners {
 
     fn local(&self) -> Option<Arc<dyn LocalBackup>> {
         self.local.get().and_then(Weak::upgrade)
+    }
+
+    fn attempt_id(&self, tx: u64) -> (usize, u64) {
+        (std::ptr::from_ref(self) as usize, tx)
+    }
+
+    /// The regions attempt `tx` writes (as `Remote::writing` gave them), else `region` alone.
+    fn regions_written(&self, tx: u64, region: u16) -> Vec<u16> {
+        let id = self.attempt_id(tx);
+        ATTEMPT.with(|a| {
+            let a = a.borrow();
+            if a.id == id && a.regions.contains(&region) { a.regions.clone() } else { vec![region] }
+        })
+    }
+
+    /// Notes that attempt `tx`'s COMMIT-BACKUP of `region` went to `backups`.
+    fn note_sent(&self, tx: u64, region: u16, backups: &[NodeId]) {
+        let id = self.attempt_id(tx);
+        ATTEMPT.with(|a| {
+            let mut a = a.borrow_mut();
+            if a.id != id {
+                *a = Attempt { id, regions: Vec::new(), sent: Vec::new() };
+            }
+            a.sent.retain(|(r, _)| *r != region);
+            a.sent.push((region, backups.to_vec()));
+        });
+    }
+
+    /// The backups attempt `tx`'s COMMIT-BACKUP of `region` went to, else the region's
+    /// backups in the placement in force.
+    fn backups_sent(&self, tx: u64, region: u16) -> Vec<NodeId> {
+        let id = self.attempt_id(tx);
+        let sent = ATTEMPT.with(|a| {
+            let a = a.borrow();
+            if a.id != id {
+                return None;
+            }
+            a.sent.iter().find(|(r, _)| *r == region).map(|(_, b)| b.clone())
+        });
+        sent.unwrap_or_else(|| self.placement.backups(region))
     }
 
     /// Sends every waiting truncation now and waits until each backup has applied them (a
@@ -386,7 +490,7 @@ impl RemoteOwners {
     /// Tells `nodes` (backups of `region`) to drop the part of attempt `tx`, without waiting;
     /// with `local`, this node drops its own copy too.
     fn discard_at(&self, tx: u64, region: u16, nodes: &[NodeId], local: bool) {
-        if local && self.placement.is_backup(region, self.me) {
+        if local && (nodes.contains(&self.me) || self.placement.is_backup(region, self.me)) {
             if let Some(l) = self.local() {
                 l.discard(TxKey { coordinator: self.me, tx, region });
             }
@@ -522,7 +626,8 @@ impl Remote for RemoteOwners {
         let region = wire.region().unwrap_or(0);
         let step = ParticipantStep::Lock;
         let node = self.primary(region, step)?;
-        let body = Body::Lock { tx, region, entries: wire.entries, words: wire.words };
+        let seq = self.placement.seq();
+        let body = Body::Lock { tx, region, seq, entries: wire.entries, words: wire.words };
         Self::expect_done(self.call(node, region, step, body, Order::First(tx))?, region, step)
             .map(drop)
     }
@@ -551,6 +656,8 @@ impl Remote for RemoteOwners {
         let region = wire.region().unwrap_or(0);
         let step = ParticipantStep::CommitBackup;
         let backups = self.placement.backups(region);
+        let regions = self.regions_written(tx, region);
+        self.note_sent(tx, region, &backups);
         let mut remote = Vec::with_capacity(backups.len());
         for node in backups {
             if node == self.me {
@@ -562,7 +669,7 @@ impl Remote for RemoteOwners {
                         cause: ParticipantFailure::PeerGone,
                     });
                 };
-                local.backup(TxKey { coordinator: self.me, tx, region }, &wire, wts)?;
+                local.backup(TxKey { coordinator: self.me, tx, region }, &wire, wts, &regions)?;
             } else {
                 remote.push(node);
             }
@@ -582,6 +689,7 @@ impl Remote for RemoteOwners {
                     entries: wire.entries.clone(),
                     words: wire.words.clone(),
                     truncate,
+                    regions: regions.clone(),
                 };
                 (node, body)
             })
@@ -646,10 +754,21 @@ impl Remote for RemoteOwners {
         }
     }
 
+    fn writing(&self, tx: u64, regions: &[u16]) {
+        let id = self.attempt_id(tx);
+        ATTEMPT.with(|a| {
+            let mut a = a.borrow_mut();
+            a.id = id;
+            a.regions.clear();
+            a.regions.extend_from_slice(regions);
+            a.sent.clear();
+        });
+    }
+
     fn forget_backup(&self, tx: u64, part: WritePart<'_>) {
         let Some(first) = part.entries().first() else { return };
         let region = first.addr.region();
-        let backups = self.placement.backups(region);
+        let backups = self.backups_sent(tx, region);
         self.discard_at(tx, region, &backups, true);
     }
 
@@ -672,7 +791,7 @@ impl Remote for RemoteOwners {
     }
 
     fn truncate(&self, tx: u64, region: u16, _wts: Timestamp) -> Result<(), Error> {
-        for node in self.placement.backups(region) {
+        for node in self.backups_sent(tx, region) {
             if node == self.me {
                 if let Some(local) = self.local() {
                     local.truncate(TxKey { coordinator: self.me, tx, region });
@@ -758,7 +877,7 @@ mod tests {
     }
 
     fn lock_body() -> Body {
-        Body::Lock { tx: TX, region: 1, entries: Vec::new(), words: Vec::new() }
+        Body::Lock { tx: TX, region: 1, seq: 1, entries: Vec::new(), words: Vec::new() }
     }
 
     fn abort_body() -> Body {

@@ -5,7 +5,10 @@
 //! One machine can read `CLOCK_MONOTONIC` from every node, so it is the truth: each node's local
 //! clock is a `SkewedClock` over it with its own offset and drift, and the cluster's time is the
 //! CM's local clock at true time `t`. Every interval a node returns must contain it.
-#![allow(clippy::unwrap_used)] // test set-up: a failure is the test failing
+#![allow(clippy::unwrap_used, dead_code)] // test set-up: a failure is the test failing
+
+#[path = "../../ordo/tests/common/mod.rs"]
+mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -369,9 +372,12 @@ fn the_cm_fails_over_to_a_member_and_time_moves_forward() {
     let cm = nodes.remove(0);
     cm.shutdown();
     wait_for("a new CM at seq 2", lease * 50, || {
-        nodes.iter().all(|n| n.config().seq == 2) && nodes.iter().any(|n| n.clock().is_master())
+        nodes.iter().all(|n| n.config().seq >= 2) && nodes.iter().any(|n| n.clock().is_master())
     });
-    wait_for("both clocks enabled", lease * 50, || nodes.iter().all(|n| n.clock().is_enabled()));
+    wait_for("both clocks enabled and the round reported", lease * 50, || {
+        nodes.iter().all(|n| n.clock().is_enabled())
+            && nodes.iter().any(|n| n.last_failover().is_some())
+    });
     let config = nodes[0].config();
     assert!(config.member(1).is_none() && config.cm != 1, "{config:?}");
     let new_cm = nodes.iter().find(|n| n.id() == config.cm).unwrap();
@@ -400,11 +406,552 @@ fn the_cm_removes_a_stopped_member_without_touching_the_clocks() {
     let disables = nodes[1].clock().stats().disables;
     nodes.pop().unwrap().shutdown();
     wait_for("node 3 removed", lease * 50, || {
-        nodes.iter().all(|n| n.config().seq == 2 && n.config().member(3).is_none())
+        nodes.iter().all(|n| n.config().seq >= 2 && n.config().member(3).is_none())
+            && nodes[0].last_failover().is_some()
     });
     let report = nodes[0].last_failover().expect("the CM ran the round");
     assert!(!report.cm_changed && report.clock_disabled == Duration::ZERO, "{report:?}");
     assert_eq!(nodes[0].config().cm, 1);
     assert_eq!(nodes[1].clock().stats().disables, disables, "node 2's clock stayed enabled");
     assert!(nodes.iter().all(|n| n.clock().is_enabled()));
+}
+
+/// A one-entry part writing the `u64` `value` at `addr`, for a hand-made coordinator: the entry
+/// (address, update of 8 bytes, "not newer than `rts`") and its payload word.
+fn update_part(addr: ordo::Addr, value: u64, rts: Timestamp) -> (Vec<u64>, Vec<u64>) {
+    (vec![addr.to_raw(), 8 << 8, (1 << 62) | rts.as_nanos()], vec![value])
+}
+
+/// FaRMv2 §4.7 on real nodes: a coordinator dies mid-commit, leaving a lock at a surviving
+/// primary and records at backups, one of them the backup that is promoted to its region's
+/// primary. The CM removes it and recovery decides each transaction: every part recorded →
+/// committed (installed at the primary, applied at the backups); a region without its record →
+/// aborted (the lock released, the other record dropped); one part already applied → committed,
+/// though another region's record is missing: the evidence counts. The promoted region is served
+/// once its records are resolved, with its allocator rebuilt.
+#[test]
+fn a_dead_coordinators_transactions_are_committed_or_aborted_by_the_survivors() {
+    let mut fx = Fixture::new("recovery");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "recovery", 3, 100);
+    // Regions: 1 (primary 1, backup 2), 2 (primary 2, backup 3), 3 (primary 3, backup 1).
+    let xs: Vec<ordo::Addr> =
+        (0..3).map(|i| nodes[0].db().run(|tx| tx.alloc(&(10 + i as u64))).unwrap()).collect();
+    let ys: Vec<ordo::Addr> =
+        (0..4).map(|i| nodes[2].db().run(|tx| tx.alloc(&(20 + i as u64))).unwrap()).collect();
+    assert!(xs.iter().all(|a| a.region() == 1) && ys.iter().all(|a| a.region() == 3));
+    nodes[2].owners().flush(); // node 1 holds ys as region 3's backup
+
+    // A coordinator speaking as node 3 (the secret is the cluster's).
+    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
+    let rt = rt();
+    let connect = |n: &Node| {
+        rt.block_on(Peer::connect(n.local_addr(), 3, "recovery", secret.clone(), Limits::default()))
+            .unwrap()
+    };
+    let (to1, to2) = (connect(&nodes[0]), connect(&nodes[1]));
+    // And one speaking as node 2, which stays alive.
+    let live_to1 = rt
+        .block_on(Peer::connect(
+            nodes[0].local_addr(),
+            2,
+            "recovery",
+            secret.clone(),
+            Limits::default(),
+        ))
+        .unwrap();
+    let done = |peer: &Peer, body: Body| {
+        let r = rt.block_on(peer.call(body)).unwrap();
+        assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
+    };
+    let rts = nodes[0].clock().get_ts();
+    let wts = nodes[0].clock().get_ts();
+    let lock = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
+        let (entries, words) = update_part(a, v, rts);
+        done(peer, Body::Lock { tx, region: a.region(), seq: 1, entries, words });
+    };
+    let backup = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
+        let (entries, words) = update_part(a, v, rts);
+        let body = Body::CommitBackup {
+            tx,
+            region: a.region(),
+            wts: wts.as_nanos(),
+            entries,
+            words,
+            truncate: vec![],
+            regions: vec![1, 3],
+        };
+        done(peer, body);
+    };
+    const T1: u64 = 1 << 40;
+    const T2: u64 = T1 + 1;
+    const T3: u64 = T1 + 2;
+    // T1: locked at region 1's primary, recorded at both regions' backups: committed.
+    lock(&to1, T1, xs[0], 111);
+    backup(&to2, T1, xs[0], 111);
+    backup(&to1, T1, ys[0], 333);
+    // T2: region 1's record never sent: it never reached its commit point.
+    lock(&to1, T2, xs[1], 222);
+    backup(&to1, T2, ys[1], 444);
+    // T3: region 3's part already applied (TRUNCATE), region 1's still recorded and locked.
+    lock(&to1, T3, xs[2], 555);
+    backup(&to2, T3, xs[2], 555);
+    backup(&to1, T3, ys[2], 666);
+    done(&to1, Body::Truncate { truncate: vec![(T3, 3)], discard: vec![] });
+    drop((to1, to2));
+    // T4, by live node 2: committed, its TRUNCATE to region 3's backup (node 1) not sent yet.
+    const T4: u64 = T1 + 3;
+    backup(&live_to1, T4, ys[3], 777);
+
+    nodes.pop().unwrap().shutdown();
+    wait_for("node 3 removed and its transactions recovered", lease * 50, || {
+        nodes.iter().all(|n| n.config().seq >= 2) && nodes[0].last_failover().is_some()
+    });
+    // Node 1 is region 3's primary now, but serves it only once T4's record is resolved: a
+    // read there now would miss T4's write.
+    let refused = nodes[1].db().run(|tx| tx.read::<u64>(ys[3]));
+    assert!(refused.is_err(), "region 3 served before its records were resolved: {refused:?}");
+    assert_eq!(nodes[0].gated_regions(), vec![3]);
+    done(&live_to1, Body::Truncate { truncate: vec![(T4, 3)], discard: vec![] });
+    wait_for("region 3 served", Duration::from_secs(5), || nodes[0].gated_regions().is_empty());
+    let report = nodes[0].last_failover().unwrap();
+    eprintln!("recovery: {report:?}");
+    assert_eq!((report.recovered_commits, report.recovered_aborts), (2, 1), "{report:?}");
+    let config = nodes[0].config();
+    assert_eq!(config.regions.iter().find(|r| r.region == 3).unwrap().primary, 1);
+
+    let read = |a: ordo::Addr| nodes[1].db().run(|tx| tx.read::<u64>(a)).unwrap();
+    assert_eq!((read(xs[0]), read(ys[0])), (111, 333), "T1 committed");
+    assert_eq!((read(xs[1]), read(ys[1])), (11, 21), "T2 aborted");
+    assert_eq!((read(xs[2]), read(ys[2])), (555, 666), "T3 committed");
+    assert_eq!(read(ys[3]), 777, "T4 applied at the promoted primary");
+    // The backup copy kept no old versions: a read of region 3 below the promotion is refused
+    // with a typed reason, not answered from a version that was never there.
+    let old = Body::Read { addr: ys[0].to_raw(), rts: rts.as_nanos(), flags: 2 };
+    match rt.block_on(live_to1.call(old)).unwrap() {
+        Body::Declined { code, .. } => {
+            let e = ordo::remote::Refusal { code, addr: 0, a: 0, b: 0 }.into_error();
+            assert!(matches!(e, Some(ordo::Error::SnapshotTooOld { .. })), "{e:?}");
+        }
+        other => panic!("an old-version read below the promotion was answered: {other:?}"),
+    }
+    let stats = nodes[0].db().serve_stats();
+    assert_eq!((stats.locked, stats.backed), (0, 0), "{stats:?}");
+    assert_eq!(nodes[1].db().serve_stats().backed, 0);
+    // T2's lock is gone: its object takes writes; the promoted region takes writes and
+    // allocations (its free slots rebuilt from the backup copy).
+    nodes[1].db().run(|tx| tx.write(xs[1], &12u64)).unwrap();
+    nodes[1].db().run(|tx| tx.write(ys[1], &22u64)).unwrap();
+    let fresh = nodes[1].db().run(|tx| tx.alloc_near(ys[0], &7u64)).unwrap();
+    assert_eq!(fresh.region(), 3);
+    assert!(!ys.contains(&fresh), "a slot in use was handed out again");
+    assert_eq!((read(xs[1]), read(ys[1]), read(fresh)), (12, 22, 7));
+    // Region 1's backup (node 2) holds what its primary holds.
+    nodes[1].owners().flush();
+    nodes[0].owners().flush();
+    wait_for("region 1 replicated", Duration::from_secs(5), || {
+        nodes[0].db().region_digest(1) == nodes[1].db().region_digest(1)
+    });
+}
+
+/// Re-replication (FaRM §5.4): node 3 stops, leaving region 2 without its backup and region 3
+/// promoted to node 1 without one. The CM gives each a new backup; the primaries copy the
+/// regions while a writer keeps updating them, and every copy ends equal to its primary.
+/// A LOCK routed by the configuration before the change is refused (the copy's fence).
+#[test]
+fn regions_that_lost_a_backup_are_copied_to_a_new_one_under_writes() {
+    let mut fx = Fixture::new("rereplicate");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "rereplicate", 3, 100);
+    let in2: Vec<ordo::Addr> =
+        (0..600u64).map(|i| nodes[1].db().run(|tx| tx.alloc(&i)).unwrap()).collect();
+    let in3: Vec<ordo::Addr> =
+        (0..300u64).map(|i| nodes[2].db().run(|tx| tx.alloc(&i)).unwrap()).collect();
+    assert!(in2.iter().all(|a| a.region() == 2) && in3.iter().all(|a| a.region() == 3));
+    nodes[2].owners().flush();
+    nodes.pop().unwrap().shutdown();
+
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    /// Stops the writer however the scope ends (a failed wait must not leave it running).
+    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|scope| {
+        let _stop = Stop(&stop);
+        let writer = scope.spawn(|| {
+            let mut writes = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (a, b) = (in2[writes as usize % in2.len()], in3[writes as usize % in3.len()]);
+                // Refusals while the configuration changes are retried by the next round.
+                if nodes[0].db().run(|tx| tx.write(a, &(1_000 + writes))).is_ok()
+                    && nodes[0].db().run(|tx| tx.write(b, &(2_000 + writes))).is_ok()
+                {
+                    writes += 1;
+                }
+            }
+            writes
+        });
+        let waited = Instant::now();
+        wait_for("both regions copied to their new backups", lease * 100, || {
+            let config = nodes[0].config();
+            if waited.elapsed() > lease * 50 {
+                eprintln!(
+                    "still waiting: seq {} regions {:?} copies {:?} / {:?} gated {:?}",
+                    config.seq,
+                    config.regions,
+                    nodes[0].copies(),
+                    nodes[1].copies(),
+                    nodes[0].gated_regions()
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            let backed =
+                |r: u32| config.regions.iter().any(|p| p.region == r && p.backups.len() == 1);
+            backed(2)
+                && backed(3)
+                && nodes[1].copies().iter().any(|c| c.region == 2)
+                && nodes[0].copies().iter().any(|c| c.region == 3)
+        });
+        std::thread::sleep(lease);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let writes = writer.join().unwrap();
+        eprintln!("writer committed {writes} pairs during the failover and the copies");
+    });
+    let config = nodes[0].config();
+    assert_eq!(config.seq, 3, "{config:?}");
+    let r = |id: u32| config.regions.iter().find(|p| p.region == id).unwrap().clone();
+    assert_eq!((r(2).primary, r(2).backups.clone()), (2, vec![1]));
+    assert_eq!((r(3).primary, r(3).backups.clone()), (1, vec![2]));
+    for (node, copy) in [(&nodes[1], 2u16), (&nodes[0], 3u16)] {
+        let c = node.copies().into_iter().find(|c| c.region == copy).unwrap();
+        eprintln!("region {copy}: {c:?}");
+        assert!(c.error.is_none(), "{c:?}");
+        assert!(c.report.objects >= 300, "{c:?}");
+    }
+    for n in &nodes {
+        n.owners().flush();
+    }
+    wait_for("every copy equal to its primary", Duration::from_secs(5), || {
+        nodes[0].db().region_digest(2) == nodes[1].db().region_digest(2)
+            && nodes[0].db().region_digest(3) == nodes[1].db().region_digest(3)
+    });
+
+    // A coordinator still routing by configuration 2 is refused at LOCK.
+    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
+    let rt = rt();
+    let peer = rt
+        .block_on(Peer::connect(
+            nodes[1].local_addr(),
+            99,
+            "rereplicate",
+            secret,
+            Limits::default(),
+        ))
+        .unwrap();
+    let (entries, words) = update_part(in2[0], 5, nodes[1].clock().get_ts());
+    let lock =
+        |seq| Body::Lock { tx: 1, region: 2, seq, entries: entries.clone(), words: words.clone() };
+    let r = rt.block_on(peer.call(lock(2))).unwrap();
+    assert!(matches!(r, Body::Error { code: codes::WRONG_CONFIG, .. }), "{r:?}");
+    let r = rt.block_on(peer.call(lock(3))).unwrap();
+    assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
+    let r = rt.block_on(peer.call(Body::Abort { tx: 1, region: 2, allocs: vec![] })).unwrap();
+    assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
+}
+
+/// One recorded attempt of `ops` on `db` for the failover test: aborts and participant
+/// failures before the commit point are aborts (nothing installed, every lock released); a
+/// participant failure after it is a commit (every backup holds the transaction).
+fn attempt_through_failover<C: Clock>(
+    db: &ordo::Ordo<C>,
+    keys: &[ordo::Addr],
+    rec: &ordo_check::Recorder,
+    process: u32,
+    ops: &[common::Op],
+    next_value: &mut u64,
+) -> bool {
+    let gone = |e: &ordo::Error| match e {
+        ordo::Error::Aborted(_) => true,
+        ordo::Error::Participant { step, .. } => !step.is_after_commit_point(),
+        _ => false,
+    };
+    let mut r = rec.begin(process);
+    let Ok(mut tx) = db.begin_with(ordo::Options::isolation(ordo::Isolation::StrictSerializable))
+    else {
+        r.abort(); // the clock is disabled during the CM's failover
+        return false;
+    };
+    for op in ops {
+        let done = match *op {
+            common::Op::Read(k) => {
+                common::read_list(&mut tx, keys[k]).map(|l| r.read_list(k as u64, &l))
+            }
+            common::Op::Append(k) => {
+                *next_value += 1;
+                let v = (u64::from(process) << 40) | *next_value;
+                common::append(&mut tx, keys[k], v).map(|appended| {
+                    if appended {
+                        r.append(k as u64, v);
+                    }
+                })
+            }
+        };
+        match done {
+            Ok(()) => {}
+            Err(e) if gone(&e) => {
+                drop(tx);
+                r.abort();
+                return false;
+            }
+            Err(e) => panic!("process {process}: unexpected error {e}"),
+        }
+    }
+    match tx.commit() {
+        Ok(_) => {
+            r.commit();
+            true
+        }
+        Err(e) if gone(&e) => {
+            r.abort();
+            false
+        }
+        Err(e @ ordo::Error::Participant { .. }) => {
+            eprintln!("process {process}: committed, one owner not reached: {e}");
+            r.commit();
+            true
+        }
+        Err(e) => panic!("process {process}: unexpected commit error {e}"),
+    }
+}
+
+/// FaRMv2 §4.3–§4.7 under load on real nodes: coordinators on the two other nodes run random
+/// strict-serializable transactions over lists on every region while node `victim` (1 is the
+/// CM; each node is the primary of one region and the backup of another) stops. Its region is
+/// promoted, recovery and re-replication run (and, for the CM, the clocks fail over), and the
+/// coordinators carry on. The whole history (aborted attempts included) passes the opacity
+/// checker — no acknowledged write lost, no read back in time, timestamps after the failover
+/// above those before — and every region's backup ends equal to its primary.
+fn transactions_through_the_failure_of(name: &str, victim: u64) {
+    use rand::{Rng, SeedableRng};
+    let seed = ordo_seed::Seed::new(name);
+    let mut fx = Fixture::new(name);
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, name, 3, 100);
+    let mut lists = Vec::new();
+    for n in &nodes {
+        lists.extend(common::make_lists(n.db(), 2));
+    }
+    for n in &nodes {
+        n.owners().flush();
+    }
+    let rec = ordo_check::Recorder::new();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let committed = std::sync::atomic::AtomicU64::new(0);
+    let i = nodes.iter().position(|n| n.id() == victim).unwrap();
+    let doomed = std::sync::Mutex::new(Some(nodes.remove(i)));
+    std::thread::scope(|s| {
+        for (p, node) in [(1u32, &nodes[0]), (2, &nodes[0]), (3, &nodes[1])] {
+            let (rec, lists, stop, committed) = (&rec, &lists, &stop, &committed);
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed.derive(u64::from(p)));
+            s.spawn(move || {
+                let mut next_value = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let ops: Vec<common::Op> = (0..rng.random_range(1..=3))
+                        .map(|_| {
+                            let k = rng.random_range(0..lists.len());
+                            if rng.random_bool(0.5) {
+                                common::Op::Read(k)
+                            } else {
+                                common::Op::Append(k)
+                            }
+                        })
+                        .collect();
+                    if attempt_through_failover(node.db(), lists, rec, p, &ops, &mut next_value) {
+                        committed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    } else {
+                        std::thread::sleep(Duration::from_micros(rng.random_range(0..500)));
+                    }
+                }
+            });
+        }
+        std::thread::sleep(lease * 3);
+        let before = committed.load(std::sync::atomic::Ordering::Relaxed);
+        doomed.lock().unwrap().take().unwrap().shutdown();
+        wait_for("every region served again with a backup", lease * 100, || {
+            nodes.iter().all(|n| {
+                let c = n.config();
+                c.seq >= 3
+                    && c.member(victim).is_none()
+                    && n.gated_regions().is_empty()
+                    && c.regions.iter().all(|r| r.backups.len() == 1)
+                    && n.clock().is_enabled()
+            })
+        });
+        let at_failover = committed.load(std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(lease * 5);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let after = committed.load(std::sync::atomic::Ordering::Relaxed) - at_failover;
+        eprintln!(
+            "{name}: {before} commits before the stop, {} during the failover, {after} after",
+            at_failover - before
+        );
+        assert!(after > 0, "no commit after the failover");
+    });
+    let mut v = 0;
+    let all: Vec<common::Op> = (0..lists.len()).map(common::Op::Read).collect();
+    wait_for("a final read", Duration::from_secs(5), || {
+        attempt_through_failover(nodes[1].db(), &lists, &rec, 999, &all, &mut v)
+    });
+    let h = rec.history();
+    if let Err(v) = ordo_check::check_opacity(&h) {
+        panic!("{name}, seed {seed:?}: {v}");
+    }
+    for n in &nodes {
+        n.owners().flush();
+    }
+    let regions: Vec<u16> = nodes[0].config().regions.iter().map(|r| r.region as u16).collect();
+    wait_for("every backup equal to its primary", Duration::from_secs(5), || {
+        regions.iter().all(|&r| nodes[0].db().region_digest(r) == nodes[1].db().region_digest(r))
+    });
+}
+
+#[test]
+fn transactions_through_a_member_failure_are_opaque_and_lose_nothing() {
+    transactions_through_the_failure_of("member-under-load", 3);
+}
+
+#[test]
+fn transactions_through_the_cms_failure_are_opaque_and_lose_nothing() {
+    transactions_through_the_failure_of("cm-under-load", 1);
+}
+
+/// Set by [`pause_after_install`] when its commit has installed.
+#[cfg(feature = "shortcuts")]
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Lets [`pause_after_install`]'s commit go on to TRUNCATE.
+#[cfg(feature = "shortcuts")]
+static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A commit hook that holds the committer between COMMIT-PRIMARY and TRUNCATE until
+/// [`RELEASE`] (at most 20 s).
+#[cfg(feature = "shortcuts")]
+fn pause_after_install(step: ordo::txn::CommitStep) {
+    use std::sync::atomic::Ordering::SeqCst;
+    if step == ordo::txn::CommitStep::Installed {
+        INSTALLED.store(true, SeqCst);
+        let started = Instant::now();
+        while !RELEASE.load(SeqCst) && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// A coordinator that committed before a failover truncates after it: its TRUNCATE must reach
+/// the backup its COMMIT-BACKUP went to, though that backup is now the region's primary (and no
+/// longer in the region's backups). The promoted node serves the region only once it applied
+/// the record: a read there returns the committed value.
+#[cfg(feature = "shortcuts")]
+#[test]
+fn a_truncation_reaches_the_backup_promoted_since_its_commit_backup() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut fx = Fixture::new("late-truncate");
+    let lease = Duration::from_millis(100);
+    let mut nodes = failover_cluster(&mut fx, "late-truncate", 3, 100);
+    let y = nodes[2].db().run(|tx| tx.alloc(&1u64)).unwrap();
+    assert_eq!(y.region(), 3);
+    nodes[2].owners().flush();
+    let third = nodes.pop().unwrap();
+    std::thread::scope(|s| {
+        let coordinator = &nodes[1];
+        let committer = s.spawn(move || {
+            let shortcuts =
+                ordo::txn::Shortcuts { hook: Some(pause_after_install), ..Default::default() };
+            let mut tx =
+                coordinator.db().begin_with(ordo::Options { shortcuts, ..Default::default() })?;
+            tx.write(y, &99u64)?;
+            tx.commit()
+        });
+        wait_for("the commit installed", Duration::from_secs(10), || INSTALLED.load(SeqCst));
+        third.shutdown();
+        wait_for("region 3 promoted to node 1", lease * 50, || {
+            nodes.iter().all(|n| n.config().regions.iter().any(|r| r.region == 3 && r.primary == 1))
+        });
+        assert_eq!(nodes[0].gated_regions(), vec![3], "the record is pending at node 1");
+        RELEASE.store(true, SeqCst);
+        committer.join().unwrap().unwrap();
+    });
+    wait_for("region 3 served", Duration::from_secs(5), || nodes[0].gated_regions().is_empty());
+    assert_eq!(nodes[1].db().run(|tx| tx.read::<u64>(y)).unwrap(), 99);
+}
+
+/// A client — a coordinator that no failover removes — dies mid-commit: after
+/// `CLIENT_OAT_TTL` without a report the CM presumes it dead, every member fences it, and
+/// recovery decides its transactions as a removed member's (one committed, one aborted), so no
+/// lock of it stays held. Nothing more from it is served.
+#[test]
+fn a_dead_clients_transactions_are_recovered_and_the_client_fenced() {
+    let mut fx = Fixture::new("dead-client");
+    let nodes = failover_cluster(&mut fx, "dead-client", 3, 100);
+    let xs: Vec<ordo::Addr> =
+        (0..2).map(|i| nodes[0].db().run(|tx| tx.alloc(&(10 + i as u64))).unwrap()).collect();
+    let y = nodes[2].db().run(|tx| tx.alloc(&20u64)).unwrap();
+    nodes[2].owners().flush();
+    const CLIENT: u64 = (1 << 63) | 4242;
+    let secret = Secret::from_file(&fx.dir.join("secret")).unwrap();
+    let rt = rt();
+    let connect = |n: &Node| {
+        rt.block_on(Peer::connect(
+            n.local_addr(),
+            CLIENT,
+            "dead-client",
+            secret.clone(),
+            Limits::default(),
+        ))
+        .unwrap()
+    };
+    let (to1, to2, to3) = (connect(&nodes[0]), connect(&nodes[1]), connect(&nodes[2]));
+    rt.block_on(to1.send(Body::OatReport { oat: 1 })).unwrap();
+    let done = |peer: &Peer, body: Body| {
+        let r = rt.block_on(peer.call(body)).unwrap();
+        assert!(matches!(r, Body::Done { flag: true }), "{r:?}");
+    };
+    let rts = nodes[0].clock().get_ts();
+    let wts = nodes[0].clock().get_ts();
+    let seq = nodes[0].config().seq;
+    let lock = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
+        let (entries, words) = update_part(a, v, rts);
+        done(peer, Body::Lock { tx, region: a.region(), seq, entries, words });
+    };
+    let backup = |peer: &Peer, tx: u64, a: ordo::Addr, v: u64| {
+        let (entries, words) = update_part(a, v, rts);
+        let body = Body::CommitBackup {
+            tx,
+            region: a.region(),
+            wts: wts.as_nanos(),
+            entries,
+            words,
+            truncate: vec![],
+            regions: vec![1, 3],
+        };
+        done(peer, body);
+    };
+    // Tx 1: every part recorded (committed). Tx 2: locked only (aborted).
+    lock(&to1, 1, xs[0], 111);
+    lock(&to3, 1, y, 333);
+    backup(&to2, 1, xs[0], 111);
+    backup(&to1, 1, y, 333);
+    lock(&to1, 2, xs[1], 222);
+    wait_for("the client's transactions resolved", Duration::from_secs(10), || {
+        nodes.iter().all(|n| {
+            let s = n.db().serve_stats();
+            s.locked == 0 && s.backed == 0
+        })
+    });
+    let read = |a: ordo::Addr| nodes[1].db().run(|tx| tx.read::<u64>(a)).unwrap();
+    assert_eq!((read(xs[0]), read(y), read(xs[1])), (111, 333, 11));
+    let r = rt.block_on(to2.call(Body::Ping { payload: 1 })).unwrap();
+    assert!(matches!(r, Body::Error { code: codes::FENCED, .. }), "{r:?}");
 }

@@ -361,19 +361,20 @@ fn malformed_and_misdirected_messages_are_refused() {
     for entries in
         [vec![a.to_raw(), 8 << 8], vec![a.to_raw(), 7 | (8 << 8), 0], vec![a.to_raw(), 8 << 8, 0]]
     {
-        let r = call(Body::Lock { tx: 1, region, entries, words: vec![] });
+        let r = call(Body::Lock { tx: 1, region, seq: 0, entries, words: vec![] });
         assert!(declined(&r), "{r:?}");
     }
     // A part naming another region than the message.
     let r = call(Body::Lock {
         tx: 2,
         region,
+        seq: 0,
         entries: vec![ordo::Addr::new(other, 64).to_raw(), 8 << 8, 0],
         words: vec![1],
     });
     assert!(declined(&r), "{r:?}");
     // Requests for a region this node is not the primary (or backup) of.
-    let r = call(Body::Lock { tx: 3, region: other, entries: vec![], words: vec![] });
+    let r = call(Body::Lock { tx: 3, region: other, seq: 0, entries: vec![], words: vec![] });
     assert_eq!(error_code(&r), Some(codes::NOT_OWNER));
     let r = call(Body::Read {
         addr: ordo::Addr::new(other, 64).to_raw(),
@@ -388,6 +389,7 @@ fn malformed_and_misdirected_messages_are_refused() {
         entries: vec![],
         words: vec![],
         truncate: vec![],
+        regions: vec![region],
     });
     assert_eq!(error_code(&r), Some(codes::NOT_OWNER), "node 1 is not region {region}'s backup");
     let r = call(Body::Validate { reads: vec![a.to_raw(), 0] });

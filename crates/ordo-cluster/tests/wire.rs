@@ -145,19 +145,29 @@ fn body() -> impl Strategy<Value = Body> {
         any::<u32>().prop_map(|len_bytes| Body::Reserve { len_bytes }),
         (any::<u64>(), any::<u64>()).prop_map(|(addr, version)| Body::Reserved { addr, version }),
         any::<u64>().prop_map(|addr| Body::Release { addr }),
-        (any::<u64>(), any::<u16>(), words(), words())
-            .prop_map(|(tx, region, entries, words)| Body::Lock { tx, region, entries, words }),
-        words().prop_map(|reads| Body::Validate { reads }),
-        (any::<u64>(), any::<u16>(), any::<u64>(), words(), words(), truncations()).prop_map(
-            |(tx, region, wts, entries, words, truncate)| Body::CommitBackup {
-                tx,
-                region,
-                wts,
-                entries,
-                words,
-                truncate
-            }
+        (any::<u64>(), any::<u16>(), any::<u64>(), words(), words()).prop_map(
+            |(tx, region, seq, entries, words)| Body::Lock { tx, region, seq, entries, words }
         ),
+        (any::<u16>(), words()).prop_map(|(region, images)| Body::Replicate { region, images }),
+        words().prop_map(|reads| Body::Validate { reads }),
+        (
+            any::<u64>(),
+            any::<u16>(),
+            any::<u64>(),
+            words(),
+            words(),
+            truncations(),
+            proptest::collection::vec(any::<u16>(), 0..4)
+        )
+            .prop_map(|(tx, region, wts, entries, words, truncate, regions)| {
+                Body::CommitBackup { tx, region, wts, entries, words, truncate, regions }
+            }),
+        (any::<u64>(), words())
+            .prop_map(|(seq, coordinators)| Body::RecoverQuery { seq, coordinators }),
+        (words(), words(), words()).prop_map(|(records, locks, evidence)| {
+            Body::RecoverState { records, locks, evidence }
+        }),
+        (any::<u64>(), words()).prop_map(|(seq, decisions)| Body::RecoverDecide { seq, decisions }),
         (any::<u64>(), any::<u16>(), any::<u64>())
             .prop_map(|(tx, region, wts)| Body::CommitPrimary { tx, region, wts }),
         (truncations(), truncations())
@@ -230,7 +240,13 @@ fn one_of_each() -> Vec<Body> {
         Body::Reserve { len_bytes: 24 },
         Body::Reserved { addr: 0x2_0000_0040, version: 0 },
         Body::Release { addr: 0x2_0000_0040 },
-        Body::Lock { tx: 7, region: 2, entries: vec![0x2_0000_0040, 8 << 8, 5], words: vec![9] },
+        Body::Lock {
+            tx: 7,
+            region: 2,
+            seq: 1,
+            entries: vec![0x2_0000_0040, 8 << 8, 5],
+            words: vec![9],
+        },
         Body::Validate { reads: vec![0x1_0000_0040, 1 << 62, 8] },
         Body::CommitBackup {
             tx: 7,
@@ -239,6 +255,7 @@ fn one_of_each() -> Vec<Body> {
             entries: vec![0x2_0000_0040, 8 << 8, 5],
             words: vec![9],
             truncate: vec![(6, 2), (5, 3)],
+            regions: vec![2, 5],
         },
         Body::CommitPrimary { tx: 7, region: 2, wts: 120 },
         Body::Truncate { truncate: vec![(7, 2)], discard: vec![(8, 3)] },
@@ -252,6 +269,14 @@ fn one_of_each() -> Vec<Body> {
         Body::NewConfigAck { seq: 2, ff: 1_000 },
         Body::ConfigCommit { seq: 2 },
         Body::Advance { seq: 2, ff: 1_000 },
+        Body::RecoverQuery { seq: 3, coordinators: vec![4] },
+        Body::RecoverState {
+            records: vec![4, 9, 2, 120, 2, 1, 2],
+            locks: vec![4, 9, 1],
+            evidence: vec![],
+        },
+        Body::RecoverDecide { seq: 3, decisions: vec![4, 9, 120] },
+        Body::Replicate { region: 2, images: vec![0x2_0000_0040, 5, 8, 9] },
         Body::Error { code: 2, message: "unsupported".into() },
     ]
 }
@@ -437,11 +462,15 @@ fn tags_are_pinned() {
         (0x31, "NewConfigAck"),
         (0x32, "ConfigCommit"),
         (0x33, "Advance"),
+        (0x34, "RecoverQuery"),
+        (0x35, "RecoverState"),
+        (0x36, "RecoverDecide"),
+        (0x37, "Replicate"),
         (0x1f, "Error"),
     ];
     let actual: Vec<(u8, &str)> = tag::ALL.iter().map(|&t| (t, tag::name(t).unwrap())).collect();
     assert_eq!(actual, expected);
-    assert_eq!(PROTOCOL_VERSION, 3);
+    assert_eq!(PROTOCOL_VERSION, 4);
 }
 
 #[test]
@@ -451,7 +480,7 @@ fn golden_bytes_of_a_ping_request() {
     #[rustfmt::skip]
     let expected = [
         19, 0, 0, 0,                    // body length
-        3,                              // version
+        4,                              // version
         1,                              // kind: Request
         0x2a, 0, 0, 0, 0, 0, 0, 0,      // request id
         0x10,                           // tag: Ping
@@ -473,7 +502,7 @@ fn golden_bytes_of_a_status_reply() {
     #[rustfmt::skip]
     let expected = [
         51, 0, 0, 0,
-        3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0x18,
+        4, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0x18,
         2, 0, 0, 0, 0, 0, 0, 0,         // node_id
         3, 0, 0, 0, 0, 0, 0, 0,         // config_seq
         2, 0, 0, 0, b'c', b'm',         // role
@@ -519,7 +548,7 @@ fn encoding_above_the_frame_limit_is_refused() {
 
 #[test]
 fn unknown_tag_and_tag_zero() {
-    for bad in [0x00, 0x06, 0x34, 0x40, 0xff] {
+    for bad in [0x00, 0x06, 0x38, 0x40, 0xff] {
         let got = Message::decode_body(&raw_body(Kind::Request, bad, &[]));
         assert_eq!(got, Err(WireError::UnknownTag { tag: bad, at: 10 }));
     }
@@ -529,7 +558,7 @@ fn unknown_tag_and_tag_zero() {
 fn bad_version() {
     let mut b = raw_body(Kind::Request, tag::PING, &[0; 8]);
     b[0] = 1;
-    assert_eq!(Message::decode_body(&b), Err(WireError::BadVersion { found: 1, expected: 3 }));
+    assert_eq!(Message::decode_body(&b), Err(WireError::BadVersion { found: 1, expected: 4 }));
 }
 
 #[test]

@@ -32,8 +32,25 @@
 //!   ABORT (through the locked part when LOCK got that far, else through the ABORT's own list),
 //!   by COMMIT-PRIMARY of a free, or by [`Ordo::serve_release`](crate::Ordo::serve_release).
 //! * A backup applies a part only at TRUNCATE, and never over a newer version of an object.
+//! * Every record (a `Backed` part) names the regions its transaction writes, so that the cluster's
+//!   recovery can tell whether every part of a dead coordinator's transaction survives.
+//! * What happened to a transaction here — installed (COMMIT-PRIMARY), applied (TRUNCATE),
+//!   aborted (ABORT) or forgotten (discard) — is kept in a bounded ring of [`Evidence`]
+//!   ([`EVIDENCE_MAX`] entries) after its lock or record is gone: recovery's vote needs it when
+//!   one part of a transaction was already consumed and another was not.
+//!
+//! # Recovery (Cluster III, FaRMv2 §4.7)
+//! After a reconfiguration removes members, the CM asks every survivor for its
+//! [`RecoveryState`] about the removed coordinators' transactions
+//! ([`Ordo::serve_recovery_state`](crate::Ordo::serve_recovery_state)), decides each one
+//! (`ordo_cluster::recovery`), and every survivor carries out the [`Decision`]s
+//! ([`Ordo::serve_resolve`](crate::Ordo::serve_resolve)): a commit installs the locked parts at
+//! the record's write timestamp and applies the records; an abort releases the locks and drops
+//! the records. A backup promoted to primary takes over its region's allocator state with
+//! [`Ordo::promote_region`](crate::Ordo::promote_region) once no record of the region is
+//! pending there.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use ordo_clock::Timestamp;
@@ -268,6 +285,132 @@ pub(crate) struct Locked {
 pub(crate) struct Backed {
     pub(crate) wts: Timestamp,
     pub(crate) part: WriteSet,
+    /// Every region the transaction writes (this part's included), ascending.
+    pub(crate) regions: Vec<u16>,
+}
+
+/// How many [`Evidence`] entries a node keeps (the oldest are dropped first). Recovery needs
+/// the evidence of transactions whose coordinator died mid-commit: those of the last lease
+/// period or so, far fewer than this at any throughput the network allows.
+pub const EVIDENCE_MAX: usize = 1 << 16;
+
+/// What a node saw happen to one transaction's part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Seen {
+    /// A primary installed it (COMMIT-PRIMARY): the transaction committed.
+    Installed,
+    /// A backup applied it (TRUNCATE): the transaction committed.
+    Applied,
+    /// A primary released it on ABORT: the coordinator aborted.
+    Aborted,
+    /// A backup dropped it (discard): the coordinator aborted after COMMIT-BACKUP.
+    Forgotten,
+}
+
+impl Seen {
+    /// Whether this proves the transaction committed (else it proves it aborted).
+    pub fn is_commit(self) -> bool {
+        matches!(self, Seen::Installed | Seen::Applied)
+    }
+
+    /// The wire code.
+    pub fn code(self) -> u64 {
+        match self {
+            Seen::Installed => 0,
+            Seen::Applied => 1,
+            Seen::Aborted => 2,
+            Seen::Forgotten => 3,
+        }
+    }
+
+    /// From the wire code.
+    pub fn from_code(code: u64) -> Option<Seen> {
+        Some(match code {
+            0 => Seen::Installed,
+            1 => Seen::Applied,
+            2 => Seen::Aborted,
+            3 => Seen::Forgotten,
+            _ => return None,
+        })
+    }
+}
+
+/// One transaction's fate as a node saw it (see [`Seen`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Evidence {
+    /// The coordinator.
+    pub coordinator: u64,
+    /// The attempt's number there.
+    pub tx: u64,
+    /// What happened.
+    pub seen: Seen,
+    /// The write timestamp (zero for an abort).
+    pub wts: Timestamp,
+}
+
+/// A record (COMMIT-BACKUP) held here and not applied yet, as recovery sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The transaction's part.
+    pub key: TxKey,
+    /// Its write timestamp.
+    pub wts: Timestamp,
+    /// Every region the transaction writes.
+    pub regions: Vec<u16>,
+}
+
+/// What one survivor holds of some coordinators' transactions (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryState {
+    /// Records backed up here and not applied.
+    pub records: Vec<Record>,
+    /// Parts locked here (this node is their region's primary).
+    pub locks: Vec<TxKey>,
+    /// What happened here to their transactions.
+    pub evidence: Vec<Evidence>,
+}
+
+/// Recovery's verdict on one transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Decision {
+    /// The coordinator.
+    pub coordinator: u64,
+    /// The attempt's number there.
+    pub tx: u64,
+    /// `Some(wts)`: committed at `wts`; `None`: aborted.
+    pub commit: Option<Timestamp>,
+}
+
+/// What [`Ordo::serve_resolve`](crate::Ordo::serve_resolve) did here.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// Locked parts installed.
+    pub installed: usize,
+    /// Locked parts released.
+    pub released: usize,
+    /// Records applied.
+    pub applied: usize,
+    /// Records dropped.
+    pub dropped: usize,
+    /// Steps that failed, with the part and the error (for the caller to log).
+    pub errors: Vec<(TxKey, Error)>,
+}
+
+/// The bounded ring of [`Evidence`].
+#[derive(Default)]
+pub(crate) struct EvidenceRing(VecDeque<Evidence>);
+
+impl EvidenceRing {
+    pub(crate) fn push(&mut self, e: Evidence) {
+        if self.0.len() >= EVIDENCE_MAX {
+            self.0.pop_front();
+        }
+        self.0.push_back(e);
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Evidence> {
+        self.0.iter()
+    }
 }
 
 /// The serving state of a database in a cluster (see the module docs).
@@ -279,6 +422,11 @@ pub(crate) struct ServeState {
     #[allow(clippy::vec_box)]
     pub(crate) workers: Mutex<Vec<Box<Worker>>>,
     pub(crate) alloc: Mutex<AllocCache>,
+    /// What happened to recent transactions here (recovery's evidence).
+    pub(crate) evidence: Mutex<EvidenceRing>,
+    /// Regions this node was promoted to primary of, and when: reads of older versions there
+    /// are refused (the backup copy kept none).
+    pub(crate) promoted: Mutex<HashMap<u16, Timestamp>>,
     /// Backup applies that failed (a bad image): counted, logged by the caller.
     pub(crate) apply_errors: std::sync::atomic::AtomicU64,
 }
@@ -389,7 +537,7 @@ mod tests {
         assert_eq!(backed.len(), 5);
         assert_eq!(*lock(&rec.truncated), backed.iter().map(|b| b.0).collect::<Vec<_>>());
         for (tx, part, wts) in &backed {
-            backup.serve_backup(key(*tx), part, *wts).unwrap();
+            backup.serve_backup(key(*tx), part, *wts, &[1]).unwrap();
         }
         assert_ne!(primary.region_digest(1), backup.region_digest(1).or(Some(0)));
         assert_eq!(backup.serve_stats().backed, 5);
@@ -417,7 +565,7 @@ mod tests {
         let a = primary.run(|tx| tx.alloc(&1u64)).unwrap();
         let (tx, mut part, wts) = lock(&rec.backed).pop().unwrap();
         part.words[0] = 99; // a backup applying a different value
-        backup.serve_backup(key(tx), &part, wts).unwrap();
+        backup.serve_backup(key(tx), &part, wts, &[1]).unwrap();
         backup.serve_truncate(key(tx)).unwrap();
         assert_ne!(primary.region_digest(1), backup.region_digest(1), "{a:?}");
     }
@@ -444,7 +592,10 @@ mod tests {
         ];
         for (i, p) in bad.iter().enumerate() {
             assert!(db.serve_lock(key(i as u64), p).is_err(), "part {i} accepted: {p:?}");
-            assert!(db.serve_backup(key(i as u64), p, Timestamp::from_nanos(5)).is_err(), "{i}");
+            assert!(
+                db.serve_backup(key(i as u64), p, Timestamp::from_nanos(5), &[1]).is_err(),
+                "{i}"
+            );
         }
         assert_eq!(db.serve_stats(), ServeStats::default());
         // A part for another region than its key names is refused too.

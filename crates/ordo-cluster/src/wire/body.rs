@@ -13,7 +13,8 @@
 //!   VALIDATE, COMMIT-BACKUP, COMMIT-PRIMARY, TRUNCATE, ABORT, slot reservation) and a
 //!   client's configuration request, and a client's OAT report.
 //! * `0x30..=0x3f` are the Cluster III messages: the reconfiguration round (NEW-CONFIG,
-//!   NEW-CONFIG-ACK, CONFIG-COMMIT, ADVANCE).
+//!   NEW-CONFIG-ACK, CONFIG-COMMIT, ADVANCE), transaction recovery (RECOVER-QUERY,
+//!   RECOVER-STATE, RECOVER-DECIDE) and re-replication (REPLICATE).
 //!
 //! A `const` block checks that tags are distinct and non-zero. Changing a tag or a field's
 //! type or order changes the format: bump [`super::PROTOCOL_VERSION`] and the golden-bytes test.
@@ -257,6 +258,9 @@ messages! {
     LOCK = 0x25 => Lock {
         /// The attempt's number at its coordinator.
         tx: u64,
+        /// The configuration the coordinator routes by: refused when older than the region's
+        /// last change of replicas (re-replication's fence).
+        seq: u64,
         /// The region.
         region: u16,
         /// Three words per entry (`ordo::remote::PartWire`).
@@ -283,6 +287,8 @@ messages! {
         words: Vec<u64>,
         /// Truncations piggybacked: `(tx, region)` of earlier transactions.
         truncate: Vec<(u64, u16)>,
+        /// Every region the transaction writes, ascending (recovery's vote needs them).
+        regions: Vec<u16>,
     },
     /// COMMIT-PRIMARY of the part locked for `(tx, region)` (answered with `Done`).
     COMMIT_PRIMARY = 0x28 => CommitPrimary {
@@ -365,6 +371,40 @@ messages! {
         seq: u64,
         /// FF, in ns.
         ff: u64,
+    },
+    /// RECOVER-QUERY: the CM asks a survivor what it holds of the transactions of the removed
+    /// coordinators (answered with `RecoverState`).
+    RECOVER_QUERY = 0x34 => RecoverQuery {
+        /// The configuration that removed them.
+        seq: u64,
+        /// The removed members.
+        coordinators: Vec<u64>,
+    },
+    /// A survivor's records, locks and evidence about those coordinators' transactions
+    /// (`ordo::remote::RecoveryState`, flattened; see `crate::recovery`).
+    RECOVER_STATE = 0x35 => RecoverState {
+        /// Per record: coordinator, tx, region, wts, then its regions' count and ids.
+        records: Vec<u64>,
+        /// Per locked part: coordinator, tx, region.
+        locks: Vec<u64>,
+        /// Per evidence entry: coordinator, tx, what (`ordo::remote::Seen::code`), wts.
+        evidence: Vec<u64>,
+    },
+    /// RECOVER-DECIDE: the CM's decisions; the survivor installs or releases its locked parts
+    /// and applies or drops its records (answered with `Done`).
+    RECOVER_DECIDE = 0x36 => RecoverDecide {
+        /// The configuration.
+        seq: u64,
+        /// Per decision: coordinator, tx, wts (0: abort).
+        decisions: Vec<u64>,
+    },
+    /// REPLICATE: a primary copies objects of its region to a new backup (answered with
+    /// `Done`); see `crate::rereplicate`.
+    REPLICATE = 0x37 => Replicate {
+        /// The region.
+        region: u16,
+        /// Per object: address, version, length in bytes, then its payload words.
+        images: Vec<u64>,
     },
     /// A request could not be served.
     ERROR = 0x1f => Error {

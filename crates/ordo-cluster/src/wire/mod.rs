@@ -36,7 +36,7 @@ pub use codec::{Field, Reader, Writer};
 pub use error::WireError;
 
 /// The protocol version this build speaks (byte 0 of every body).
-pub const PROTOCOL_VERSION: u8 = 3;
+pub const PROTOCOL_VERSION: u8 = 4;
 
 /// Bytes of the frame's length prefix.
 pub const FRAME_HEADER_BYTES: usize = 4;

@@ -15,7 +15,8 @@ use crate::error::Error;
 #[cfg(doc)]
 use crate::remote::ServeState;
 use crate::remote::{
-    Backed, Locked, PartWire, ReadAt, ReadEntry, ServeStats, TxKey, WriteKind, lock,
+    Backed, Decision, Evidence, Locked, PartWire, ReadAt, ReadEntry, Record, RecoveryState,
+    Resolved, Seen, ServeStats, TxKey, WriteKind, lock,
 };
 use crate::txn::participant::{LocalParticipant, Participant};
 use crate::txn::set::WriteSet;
@@ -47,6 +48,14 @@ impl<C: Clock> Ordo<C> {
         out: &mut Vec<u64>,
     ) -> Result<ReadEntry, Error> {
         let s = self.shared();
+        if at.old_versions {
+            if let Some(&since) = lock(&s.serve.promoted).get(&addr.region()) {
+                if at.rts < since {
+                    // The backup copy this primary was promoted from kept no old versions.
+                    return Err(Error::SnapshotTooOld { ts: at.rts, gc_point: since });
+                }
+            }
+        }
         let scratch = crate::txn::participant::LocalScratch::default();
         let owner = LocalParticipant::new(&s.heap, &s.versions, &scratch);
         if !at.old_versions || s.versions.is_none() {
@@ -143,7 +152,18 @@ impl<C: Clock> Ordo<C> {
             p.commit_primary(locks, writes.part(0..writes.len()), wts)
         };
         self.serve_worker_done(worker);
+        self.saw(key, Seen::Installed, wts);
         result
+    }
+
+    /// Notes what happened to `key`'s transaction here (recovery's evidence).
+    fn saw(&self, key: TxKey, seen: Seen, wts: Timestamp) {
+        lock(&self.shared().serve.evidence).push(Evidence {
+            coordinator: key.coordinator,
+            tx: key.tx,
+            seen,
+            wts,
+        });
     }
 
     /// Serves ABORT: releases the locks held for `key` (if LOCK got there) and the reserved
@@ -151,6 +171,7 @@ impl<C: Clock> Ordo<C> {
     pub fn serve_abort(&self, key: TxKey, allocs: &[Addr]) -> Result<(), Error> {
         let s = self.shared();
         let held = lock(&s.serve.locked).remove(&key);
+        self.saw(key, Seen::Aborted, Timestamp::ZERO);
         match held {
             Some(Locked { writes, locks, worker }) => {
                 let result = {
@@ -173,7 +194,21 @@ impl<C: Clock> Ordo<C> {
     }
 
     /// Serves COMMIT-BACKUP: keeps `part` (one region this node backs up) until TRUNCATE.
-    pub fn serve_backup(&self, key: TxKey, part: &PartWire, wts: Timestamp) -> Result<(), Error> {
+    /// `regions` are every region the transaction writes (recovery's vote needs them); the
+    /// part's own must be among them.
+    pub fn serve_backup(
+        &self,
+        key: TxKey,
+        part: &PartWire,
+        wts: Timestamp,
+        regions: &[u16],
+    ) -> Result<(), Error> {
+        if !regions.contains(&key.region) {
+            return Err(Error::Config(format!(
+                "COMMIT-BACKUP of region {} lists the transaction's regions {regions:?} without it",
+                key.region
+            )));
+        }
         if part.region() != Some(key.region) {
             return Err(Error::Config(format!(
                 "COMMIT-BACKUP for region {} names another",
@@ -186,7 +221,10 @@ impl<C: Clock> Ordo<C> {
             self.shared().heap.ensure_region(key.region)?;
             self.log_backup(&d.log, &writes, wts)?;
         }
-        lock(&self.shared().serve.backed).insert(key, Backed { wts, part: writes });
+        let mut regions = regions.to_vec();
+        regions.sort_unstable();
+        regions.dedup();
+        lock(&self.shared().serve.backed).insert(key, Backed { wts, part: writes, regions });
         Ok(())
     }
 
@@ -223,9 +261,10 @@ impl<C: Clock> Ordo<C> {
     /// truncation is a no-op). Returns whether a part was applied.
     pub fn serve_truncate(&self, key: TxKey) -> Result<bool, Error> {
         let s = self.shared();
-        let Some(Backed { wts, part }) = lock(&s.serve.backed).remove(&key) else {
+        let Some(Backed { wts, part, .. }) = lock(&s.serve.backed).remove(&key) else {
             return Ok(false);
         };
+        self.saw(key, Seen::Applied, wts);
         for e in part.entries() {
             let applied = s.heap.apply_backup(
                 e.addr,
@@ -246,7 +285,101 @@ impl<C: Clock> Ordo<C> {
     /// Drops the part backed up for `key` without applying it (its transaction aborted).
     /// Returns whether there was one.
     pub fn serve_discard(&self, key: TxKey) -> bool {
+        self.saw(key, Seen::Forgotten, Timestamp::ZERO);
         lock(&self.shared().serve.backed).remove(&key).is_some()
+    }
+
+    /// What this node holds of the transactions of `coordinators` (recovery's query, see
+    /// [`crate::remote`]): the records not applied, the parts locked, and the evidence.
+    pub fn serve_recovery_state(&self, coordinators: &[u64]) -> RecoveryState {
+        let s = &self.shared().serve;
+        let ours = |c: u64| coordinators.contains(&c);
+        let mut records: Vec<Record> = lock(&s.backed)
+            .iter()
+            .filter(|(k, _)| ours(k.coordinator))
+            .map(|(k, b)| Record { key: *k, wts: b.wts, regions: b.regions.clone() })
+            .collect();
+        records.sort_by_key(|r| (r.key.coordinator, r.key.tx, r.key.region));
+        let mut locks: Vec<TxKey> =
+            lock(&s.locked).keys().filter(|k| ours(k.coordinator)).copied().collect();
+        locks.sort_by_key(|k| (k.coordinator, k.tx, k.region));
+        let evidence = lock(&s.evidence).iter().filter(|e| ours(e.coordinator)).copied().collect();
+        RecoveryState { records, locks, evidence }
+    }
+
+    /// Carries out recovery's decisions here: for each, the parts locked here are installed
+    /// at the decided write timestamp (commit) or released (abort), and the records held here
+    /// are applied (commit) or dropped (abort). Every decision is carried out even when one
+    /// fails; the failures are returned in [`Resolved::errors`].
+    pub fn serve_resolve(&self, decisions: &[Decision]) -> Resolved {
+        let s = &self.shared().serve;
+        let mut done = Resolved::default();
+        for d in decisions {
+            let of = |k: &TxKey| k.coordinator == d.coordinator && k.tx == d.tx;
+            let locked: Vec<TxKey> = lock(&s.locked).keys().filter(|k| of(k)).copied().collect();
+            for key in locked {
+                let r = match d.commit {
+                    Some(wts) => self.serve_commit_primary(key, wts).map(|()| done.installed += 1),
+                    None => self.serve_abort(key, &[]).map(|()| done.released += 1),
+                };
+                if let Err(e) = r {
+                    done.errors.push((key, e));
+                }
+            }
+            let backed: Vec<TxKey> = lock(&s.backed).keys().filter(|k| of(k)).copied().collect();
+            for key in backed {
+                match d.commit {
+                    Some(_) => match self.serve_truncate(key) {
+                        Ok(true) => done.applied += 1,
+                        Ok(false) => {}
+                        Err(e) => done.errors.push((key, e)),
+                    },
+                    None => {
+                        if self.serve_discard(key) {
+                            done.dropped += 1;
+                        }
+                    }
+                }
+            }
+        }
+        done
+    }
+
+    /// Records held here for `region` and not applied yet (a promoted backup serves its region
+    /// only once none is left).
+    pub fn serve_pending_in(&self, region: u16) -> usize {
+        lock(&self.shared().serve.backed).keys().filter(|k| k.region == region).count()
+    }
+
+    /// Makes this node the primary of `region`, whose backup copy it held (FaRMv2 §4.7's
+    /// promotion): the allocator's free-slot state is rebuilt from the objects' headers, the
+    /// region becomes a home region (allocation may use it), and reads of versions older than
+    /// `since` are refused with [`Error::SnapshotTooOld`] (the backup kept no old versions).
+    /// Call it once no record of the region is pending ([`Ordo::serve_pending_in`]).
+    pub fn promote_region(&self, region: u16, since: Timestamp) -> Result<(), Error> {
+        let s = self.shared();
+        s.heap.promote_region(region)?;
+        lock(&s.serve.promoted).insert(region, since);
+        Ok(())
+    }
+
+    /// The allocated objects of `region` here, ascending: what a primary copies to a new
+    /// backup (re-replication). A scan as of now; see [`Ordo::read_version`] for each image.
+    pub fn region_objects(&self, region: u16) -> Vec<Addr> {
+        self.shared().heap.allocated_in(region)
+    }
+
+    /// Serves one object image a primary copies to this new backup of its region
+    /// (re-replication): applied as a backup applies a TRUNCATE — never over a newer version,
+    /// so a commit that reached this backup first wins.
+    pub fn serve_replica(
+        &self,
+        addr: Addr,
+        version: Timestamp,
+        len_bytes: usize,
+        payload: &[u64],
+    ) -> Result<(), Error> {
+        self.shared().heap.apply_backup(addr, false, true, version, len_bytes, payload)
     }
 
     /// Counters of the serving side.

@@ -201,6 +201,55 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What [`rebuild_slab`] found a slab to be.
+enum SlabState {
+    /// No class: a fresh slab.
+    Fresh,
+    /// Classed, with free slots: listed as partial.
+    Partial(usize),
+    /// Classed and full.
+    Full,
+}
+
+/// Rebuilds slab `slab` of `region`'s allocator state from its memory: the class from the slab
+/// header word, the free bitmap and the live count from the object headers' ALLOC bits. Only
+/// for a region nobody allocates in yet (a durable heap being opened, a backup copy being
+/// promoted).
+fn rebuild_slab(region: &Region, slab: usize) -> SlabState {
+    let word = region.memory.words()[slab * SLAB_BYTES / 8].load(Ordering::Relaxed);
+    let class = (word & 0xFFFF_FFFF) as usize;
+    if word & !0xFFFF_FFFF != SLAB_MAGIC || class >= CLASS_COUNT {
+        return SlabState::Fresh;
+    }
+    let meta = &region.slabs[slab];
+    let g = GEOMETRY[class];
+    let bitmap = meta.bitmap();
+    bitmap.reset_all_free(g.slots);
+    for _ in 0..g.slots {
+        bitmap.take();
+    }
+    let mut live = 0;
+    for i in 0..g.slots {
+        let first = (slab * SLAB_BYTES + SLAB_HEADER_BYTES) / 8 + i * g.stride_words;
+        let w0 = region.memory.words()[first].load(Ordering::Relaxed);
+        if crate::object::Header::from_raw(w0).is_allocated() {
+            live += 1;
+        } else {
+            bitmap.put(i);
+        }
+    }
+    meta.live.store(live, Ordering::Relaxed);
+    // Release: pairs with the Acquire class loads in object()/release().
+    meta.class.store(class as u32, Ordering::Release);
+    if (live as usize) < g.slots {
+        meta.state.store(SLAB_LISTED, Ordering::Release);
+        SlabState::Partial(class)
+    } else {
+        meta.state.store(SLAB_ABANDONED, Ordering::Release);
+        SlabState::Full
+    }
+}
+
 impl Heap {
     pub(crate) fn new(config: HeapConfig) -> Result<Self, Error> {
         config.check()?;
@@ -246,36 +295,10 @@ impl Heap {
             };
             for slab in (0..slab_count).rev() {
                 let sid = SlabId { region: id as u16, slab: slab as u32 };
-                let word = region.memory.words()[slab * SLAB_BYTES / 8].load(Ordering::Relaxed);
-                let class = (word & 0xFFFF_FFFF) as usize;
-                if word & !0xFFFF_FFFF != SLAB_MAGIC || class >= CLASS_COUNT {
-                    fresh.push(sid);
-                    continue;
-                }
-                let meta = &region.slabs[slab];
-                let g = GEOMETRY[class];
-                let bitmap = meta.bitmap();
-                bitmap.reset_all_free(g.slots);
-                for _ in 0..g.slots {
-                    bitmap.take();
-                }
-                let mut live = 0;
-                for i in 0..g.slots {
-                    let first = (slab * SLAB_BYTES + SLAB_HEADER_BYTES) / 8 + i * g.stride_words;
-                    let w0 = region.memory.words()[first].load(Ordering::Relaxed);
-                    if crate::object::Header::from_raw(w0).is_allocated() {
-                        live += 1;
-                    } else {
-                        bitmap.put(i);
-                    }
-                }
-                meta.live.store(live, Ordering::Relaxed);
-                meta.class.store(class as u32, Ordering::Relaxed);
-                if (live as usize) < g.slots {
-                    meta.state.store(SLAB_LISTED, Ordering::Relaxed);
-                    lock(&heap.partial[class]).push(sid);
-                } else {
-                    meta.state.store(SLAB_ABANDONED, Ordering::Relaxed);
+                match rebuild_slab(&region, slab) {
+                    SlabState::Fresh => fresh.push(sid),
+                    SlabState::Partial(class) => lock(&heap.partial[class]).push(sid),
+                    SlabState::Full => {}
                 }
             }
             if heap.regions[id].set(region).is_err() {
@@ -552,6 +575,32 @@ impl Heap {
         self.create_region(id as usize).map(drop)
     }
 
+    /// Makes region `id` — a backup copy until now — a home region of this node: its
+    /// allocator state is rebuilt from the objects' headers ([`rebuild_slab`]) and allocation
+    /// may use it. The caller guarantees no backup write lands in it any more.
+    pub(crate) fn promote_region(&self, id: u16) -> Result<(), Error> {
+        let region = self.create_region(id as usize)?;
+        let mut fresh = Vec::new();
+        for slab in (0..region.slabs.len()).rev() {
+            let sid = SlabId { region: id, slab: slab as u32 };
+            match rebuild_slab(region, slab) {
+                SlabState::Fresh => fresh.push(sid),
+                SlabState::Partial(class) => lock(&self.partial[class]).push(sid),
+                SlabState::Full => {}
+            }
+        }
+        // Fresh slabs go below the ones already listed: the home regions in use fill first.
+        let mut listed = lock(&self.fresh);
+        fresh.append(&mut listed);
+        *listed = fresh;
+        if let Some(home) = lock(&self.home).as_mut() {
+            if !home.contains(&id) {
+                home.push(id);
+            }
+        }
+        Ok(())
+    }
+
     /// The slab header word an allocation of `len_bytes` at `addr` implies, and the slab's
     /// address: what a backup logs with it (it has no allocator state of the primary's).
     pub(crate) fn implied_slab_word(addr: Addr, len_bytes: usize) -> Option<(Addr, u64)> {
@@ -623,6 +672,26 @@ impl Heap {
         }
         obj.overwrite(wts, allocated, len_bytes, payload);
         Ok(())
+    }
+
+    /// The addresses of region `id`'s allocated objects, ascending (empty when the region does
+    /// not exist here). A scan of the headers as they are: an object allocated or freed
+    /// meanwhile may be listed or not.
+    pub(crate) fn allocated_in(&self, id: u16) -> Vec<Addr> {
+        let Some(region) = self.region(id) else { return Vec::new() };
+        let mut out = Vec::new();
+        for (slab, meta) in region.slabs.iter().enumerate() {
+            let class = meta.class.load(Ordering::Acquire) as usize;
+            let Some(g) = GEOMETRY.get(class) else { continue };
+            for i in 0..g.slots {
+                let offset = slab * SLAB_BYTES + SLAB_HEADER_BYTES + i * g.stride_words * 8;
+                let w0 = region.memory.words()[offset / 8].load(Ordering::Acquire);
+                if crate::object::Header::from_raw(w0).is_allocated() {
+                    out.push(Addr::new(id, offset as u64));
+                }
+            }
+        }
+        out
     }
 
     /// A digest of region `id`'s committed contents: every allocated object's address, version,

@@ -179,6 +179,10 @@ pub(crate) fn commit<C: Clock, S: Participants>(
     // The unsafe variant installs first, so readers may see values not yet in the log (its
     // logging error is returned: the writes are already installed and cannot be aborted).
     let mut acked = 0usize;
+    if !S::SINGLE {
+        let owners: Vec<Owner> = groups.clone().map(|(owner, _)| owner).collect();
+        set.writing(&owners);
+    }
     if !shortcuts.log_after_install {
         for (owner, part) in groups.clone() {
             if let Err(e) = set.get(owner).commit_backup(part, wts) {

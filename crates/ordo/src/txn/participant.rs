@@ -197,6 +197,12 @@ pub trait Participants {
     fn owner_of(&self, addr: Addr) -> &Self::Participant {
         self.get(self.route(addr))
     }
+
+    /// Tells the set which owners the transaction writes, before its COMMIT-BACKUPs: a
+    /// cluster's records carry the list, so that recovery can tell whether every part of a
+    /// transaction survives a failure. Nothing by default.
+    #[inline]
+    fn writing(&self, _owners: &[Owner]) {}
 }
 
 /// A set of one participant owning every region: the embedded engine's.

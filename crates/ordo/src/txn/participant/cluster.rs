@@ -210,4 +210,12 @@ impl<'a> Participants for ClusterSet<'a> {
     fn get(&self, owner: Owner) -> &ClusterParticipant<'a> {
         if self.hook.is_local_primary(owner.0) { &self.local } else { &self.remote }
     }
+
+    fn writing(&self, owners: &[Owner]) {
+        let regions: Vec<u16> = owners.iter().map(|o| o.0).collect();
+        let tx = match &self.remote {
+            ClusterParticipant::Remote { tx, .. } | ClusterParticipant::Local { tx, .. } => *tx,
+        };
+        self.hook.writing(tx, &regions);
+    }
 }

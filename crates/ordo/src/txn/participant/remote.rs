@@ -42,6 +42,10 @@ pub trait Remote: Send + Sync + 'static {
     /// VALIDATE of reads owned by one remote primary.
     fn validate(&self, reads: &[ReadEntry]) -> Result<(), Error>;
 
+    /// Attempt `tx` writes `regions` (ascending): called once before its COMMIT-BACKUPs, on the
+    /// thread that makes them, so that each record can carry the list (cluster recovery).
+    fn writing(&self, _tx: u64, _regions: &[u16]) {}
+
     /// COMMIT-BACKUP: sends `part` (one region) to every backup of its region and waits for
     /// their acknowledgements. Called for local and remote primaries alike.
     fn commit_backup(&self, tx: u64, part: WritePart<'_>, wts: Timestamp) -> Result<(), Error>;

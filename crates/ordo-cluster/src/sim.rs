@@ -1,0 +1,913 @@
+//! Deterministic simulation of the cluster's clock-and-failover layer (issue 17, DESIGN §6, §8):
+//! one seed, one run, one history, checked for strict serializability.
+//!
+//! # What is simulated
+//! `N` members (3–5, `f` = 1, or 2 with five) each own a real [`SyncedClock`] over a
+//! [`SkewedClock`] with its own offset (±50 ms) and drift (±400 ppm, so that any two differ by
+//! less than `ε` = 1000 ppm, the clocks' configured bound), all over one virtual
+//! [`TimeSource`]. Everything else is a discrete-event simulation on one thread, driven by a
+//! queue ordered by (virtual time, insertion number):
+//!
+//! * **The network.** Every message takes a random delay (20–200 µs, so messages reorder)
+//!   and is lost with a per-run probability (up to 2 %). A *partitioned* member loses every
+//!   message in and out; a crashed member neither sends nor receives. A quarter of the members
+//!   have a slow clock-sync path (the CM reads its clock for their sync requests 10–35 ms
+//!   late, FaRMv2 §4.1's "scheduling delays"), so the upper bounds of their intervals are wide.
+//! * **Clock sync** (FaRMv2 Fig. 2): each non-CM runs `begin_sync` / [`SyncedClock::master_time`]
+//!   on the CM / `finish_sync` about every millisecond. A lost sync just fails.
+//! * **Leases** (FaRM, module [`crate::lease`]): a non-CM renews its lease with the CM every
+//!   lease/4 (10 ms leases), counted from the request's send time, and every successful sync
+//!   renews it too; the CM's lease of a member is renewed by every request it receives from it.
+//!   Each member checks its leases every lease/4 (random phase), and half the checks run late
+//!   by up to another lease/4 (a descheduled lease thread: `node.rs`'s lease wait of 1.5
+//!   periods allows for exactly that). A non-CM whose CM lease expired disables its clock with
+//!   [`SyncedClock::disable_for_reconfiguration`], as `node.rs::check_leases` does, and suspects
+//!   the CM; the CM suspects members whose leases expired. Lease messages are lost only to
+//!   crashes and partitions unless [`SimOptions::lossy_leases`] is set (see the gaps below).
+//! * **Failover** as `node.rs::reconfigure`: [`failover::plan`], a compare-and-swap of the
+//!   configuration in a simulated etcd (a network round trip; it fails while etcd is
+//!   unavailable, a random window in 30 % of the runs, or when the sequence number moved),
+//!   then [`failover::run_round`] over [`SimMembers`], whose NEW-CONFIG, CONFIG-COMMIT and
+//!   ADVANCE travel through the simulated network (a lost message or reply fails the round
+//!   after a 1 ms timeout). While the initiator waits, the rest of the simulation keeps
+//!   running: the round's calls pump the event queue. A failed round is planned again removing
+//!   the member that failed, at most three attempts. The lease wait is 1.5 lease periods of the
+//!   initiator's local clock, as in `node.rs`. (`node.rs` waits `max(lease, 200 ms)` for an
+//!   answer, which by itself outlasts every removed member's lease and so hides what the lease
+//!   wait is for; the protocol must be right for any timeout.)
+//! * **Faults**, one scenario per run, striking 8–16 ms in, once every member has synchronised
+//!   at least once: none; a non-CM crashes or is partitioned; the CM crashes; the CM crashes
+//!   and another member crashes or is partitioned at the same instant (five members, `f` = 2);
+//!   the CM crashes and the CM that replaces it crashes 0–1 ms after enabling its clock —
+//!   sometimes before any member synchronised with it, which is the case ADVANCE exists for. A
+//!   *partitioned* member is alive: its clients keep running transactions until its own lease
+//!   check disables its clock — this is what the lease-expiry wait exists for.
+//! * **A workload** on every live member: two clients each run, one after another, read-only
+//!   transactions (1–3 of 4 registers) and blind write transactions (1–2 registers, unique
+//!   values) against one perfect multi-version store shared by the simulation. A transaction
+//!   starts only while its coordinator's clock is enabled (a disabled clock refuses). A writer
+//!   locks its keys (a locked key makes it retry later), takes `wts = U` of a reading `[L, U]`
+//!   and installs its versions at `wts` at once, then waits until the clock's lower bound has
+//!   passed `wts` before it reports the commit and unlocks (FaRMv2's commit wait, `get_ts`). A
+//!   reader takes `rts = U` the same way and reads the newest version at or below `rts` when the
+//!   wait ends. Reading at `get_ts` rather than at `now().lo` is what the engine does for
+//!   strictness: a reader started after a writer finished must see it.
+//!
+//! Every transaction is recorded in an `ordo-check` [`History`] with its real-time span
+//! (virtual time: `invoke = 2t + 1`, `complete = 2t`, so an attempt that completed at the same
+//! instant another was invoked precedes it — at one instant of true time the CM's time is one
+//! value, so that order is real), its reads and writes with their version timestamps.
+//! A transaction whose member crashed, or whose clock never came back, is `Unknown`.
+//! [`SimRun::check`] runs [`ordo_check::check_strict_serializable`] on every history.
+//!
+//! # Why the checker catches broken failover
+//! With correct clocks every timestamp is an upper bound of the CM's time when it was taken and
+//! every commit waits until the CM's time passed it, so a transaction that starts after another
+//! completed gets a larger timestamp and sees its writes (for writes, the version order is the
+//! order of the tags). If a new CM's time can be below a timestamp handed out before (no lease
+//! wait while a partitioned member still serves, no ADVANCE after a CM that reigned briefly), a
+//! later reader reads an older version or a later writer installs below an earlier one: a cycle
+//! through a real-time edge, which the checker names (`G-single-realtime`, `G0-realtime`, …).
+//!
+//! # What is not simulated
+//! Transaction recovery, backups and promotion of data (the store is one perfect store: only
+//! time is under test), the engine's OCC validation (there are no read-write transactions),
+//! durable nodes and the storage seam, crashed members restarting, partitions healing, adding
+//! members, and racing initiators: one round runs at a time (the etcd compare-and-swap already
+//! lets exactly one win; the others' swaps fail on the sequence number, as they do here when
+//! they come after it). A member that suspects the same members again waits
+//! [`FAILOVER_RETRY_NANOS`] (`node.rs` waits 1 s, longer than a simulated run). The tokio
+//! transport, etcd itself and `node.rs`'s threads are not run: the simulation re-implements
+//! their clock-relevant behaviour (lease bookkeeping, `check_leases`, `reconfigure`,
+//! CONFIG-COMMIT adoption) and runs the real clock and failover code.
+//!
+//! # The gaps of `node.rs` the simulation finds, and keeps shut by default
+//! Each has a `gap_` test naming the first seed the checker rejects with the gap open (and
+//! checking that seed passes with it shut), so the simulation keeps proving it can see them:
+//! * **A CM never fences itself.** `check_leases` disables only a non-CM's clock, and no lease
+//!   wait is planned when only the CM is removed ("its lease has already expired"). A CM that
+//!   is partitioned but alive ([`Fault::CmPartitioned`], not in the default mix) keeps handing
+//!   out time below the new CM's.
+//! * **Lost lease messages remove a live CM**, which then keeps serving the same way. By
+//!   default lease messages are not lost at random ([`SimOptions::lossy_leases`]).
+//! * **A failover before any survivor synchronised** leaves no bound on the old CM's time:
+//!   [`SyncedClock::disable_for_reconfiguration`] of a follower that never synchronised gives
+//!   its old FF (0), and the new CM enables below timestamps the old one handed out. By
+//!   default the fault waits for every member's first sync ([`SimOptions::strike_before_sync`]).
+//! * **A round longer than a lease removes the live new CM.** Members restart their CM lease
+//!   at CONFIG-COMMIT, but the new CM grants leases only after its last ADVANCE-ACK (it adopts
+//!   the configuration then); with one-way delays near 2 ms the rest of a five-member round
+//!   outlasts a 10 ms lease. By default delays are at most 200 µs
+//!   ([`SimOptions::delay_max_nanos`]).
+//!
+//! One more `node.rs` behaviour the simulation does not copy: after a round that changed the
+//! CM fails, `reconfigure` plans again from the swapped configuration, in which the initiator
+//! already is the CM, so the new plan has `cm_changed = false` and the round never enables the
+//! initiator's clock — the cluster stays without time (liveness, not safety). The simulation
+//! keeps `cm_changed` for the retry and sets `lease_wait`, because the member removed now may
+//! still be serving. [`SimOptions::node_rs_retry`] plans the retry as `node.rs` does; the test
+//! `gap_a_failed_round_never_enables_the_new_cm` names a seed that then ends without time
+//! ([`SimRun::enabled_at_end`] is 0).
+//!
+//! Two more liveness gaps show in runs that end without a failover (about 6 % of the runs with
+//! the CM crashed; the checker has nothing to reject, the cluster just stays without time):
+//! a compare-and-swap that etcd applied but whose answer was lost leaves etcd one
+//! configuration ahead of every member, nobody runs its round, and every later swap fails on
+//! the sequence number (`node.rs` treats every swap error as "another member won"); and a lost
+//! round message makes the initiator remove a live member, which with `f` = 1 can leave a
+//! region without replicas, so the next plan is refused (`RegionLost`).
+//!
+//! The simulation also found a bug in [`failover::run_round`], fixed: the new CM raised FF to
+//! its own upper bound only after `advance` had replaced its sync state with FF, so the time
+//! the lease wait took was dropped, and a partitioned member that served on during the NEW-CONFIG
+//! round could hand out timestamps above the new CM's FF.
+//!
+//! # Why our own seam and not turmoil or madsim
+//! Nodes run std threads and blocking calls (the lease thread, `get_ts`, the failover thread),
+//! not async tasks, so turmoil's and madsim's async runtimes would simulate only the tokio
+//! transport, not the code under test here. The seams this layer needs already exist:
+//! [`failover::RoundMembers`] carries the round's messages, [`ordo_clock::Clock`] and the virtual
+//! [`TimeSource`] carry time. The simulation drives the real [`SyncedClock`], [`failover::plan`]
+//! and [`failover::run_round`] through them.
+//!
+//! # Invariants
+//! * Determinism: nothing reads wall-clock time, every decision comes from one SplitMix64
+//!   stream seeded by the run's seed, every collection iterated is ordered (`BTreeMap`, `Vec`),
+//!   and events at one instant run in insertion order. One seed gives one history
+//!   (`same_seed_same_history`).
+//! * No clock is read through a blocking call: the simulation uses
+//!   `try_now(Duration::ZERO)`, which fails at once on a disabled clock.
+//! * Virtual time never moves backwards: events are taken in time order and time is only
+//!   advanced to an event's time or a round's deadline (asserted).
+
+#![forbid(unsafe_code)]
+
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use ordo_check::{History, Outcome, TxnId, Violation};
+use ordo_clock::{
+    DEFAULT_START_NANOS, Interval, SkewedClock, SyncOptions, SyncStart, SyncedClock, TimeSource,
+    Timestamp,
+};
+
+use crate::config::{ClusterConfig, Member, NodeId};
+use crate::failover::{self, RoundShortcuts};
+
+const MICRO: u64 = 1_000;
+const MILLI: u64 = 1_000_000;
+
+/// The lease period of every member.
+pub const LEASE_NANOS: u64 = 10 * MILLI;
+/// How often a member checks its leases and renews its CM lease (`node.rs`: lease/4).
+const LEASE_CHECK_NANOS: u64 = LEASE_NANOS / 4;
+/// The probability that a lease check runs late (by up to another check interval), in ppm.
+const LATE_CHECK_PPM: u64 = 500_000;
+/// Mean time between two syncs of a member.
+const SYNC_PERIOD_NANOS: u64 = MILLI;
+/// A member that suspects the same members again waits this long (`node.rs`:
+/// `FAILOVER_RETRY`, 1 s, scaled down to a simulated run).
+pub const FAILOVER_RETRY_NANOS: u64 = LEASE_NANOS;
+/// How long a round's message waits for its answer before the member is suspected: a few
+/// round trips. (`node.rs` waits `max(lease, 200 ms)`, which by itself outlasts every removed
+/// member's lease and so hides what the lease wait is for; the protocol must be right for
+/// any timeout.)
+const ROUND_TIMEOUT_NANOS: u64 = MILLI;
+/// Attempts of one reconfiguration (`node.rs`: 3).
+const RECONFIGURE_ATTEMPTS: usize = 3;
+/// Message delays. The largest is kept well below the lease over the number of a round's
+/// sequential calls: members start their lease with the new CM at CONFIG-COMMIT, but the new CM
+/// grants leases only once its round is over (as in `node.rs`; module docs).
+const DELAY_MIN_NANOS: u64 = 20 * MICRO;
+/// The default largest one-way delay.
+pub const DELAY_MAX_NANOS: u64 = 200 * MICRO;
+/// The extra delay of a slow sync path.
+const SLOW_SYNC_MIN_NANOS: u64 = 10 * MILLI;
+const SLOW_SYNC_MAX_NANOS: u64 = 35 * MILLI;
+/// The largest message loss probability, in ppm.
+const LOSS_MAX_PPM: u64 = 20_000;
+/// Local clocks' offsets and drifts (any two drifts differ by less than ε = 1000 ppm).
+const OFFSET_MAX_NANOS: u64 = 50 * MILLI;
+const DRIFT_MAX_PPM: u64 = 400;
+/// The claimed boundary of each local reading.
+const BOUNDARY_NANOS: u64 = 100;
+/// Registers of the workload, clients per member.
+const KEYS: u64 = 4;
+const CLIENTS: u32 = 2;
+/// A client's pause between transactions, and after a refusal.
+const THINK_MAX_NANOS: u64 = MILLI;
+const REFUSED_PAUSE_NANOS: u64 = 300 * MICRO;
+/// How long a transaction waits before it looks at a disabled clock again.
+const STALL_POLL_NANOS: u64 = 500 * MICRO;
+/// `CmTwice`: how soon after enabling its clock the second CM crashes — before its members'
+/// first syncs, sometimes, which is the case ADVANCE exists for (FaRMv2 §4.3).
+const SECOND_CRASH_MAX_NANOS: u64 = MILLI;
+/// When the fault strikes, and how long a run lasts after it.
+const FAULT_MIN_NANOS: u64 = 8 * MILLI;
+const FAULT_MAX_NANOS: u64 = 16 * MILLI;
+const RUN_NANOS: u64 = 75 * MILLI;
+
+/// A small, explicit pseudo-random generator (SplitMix64): the same seed gives the same
+/// stream on every platform and every version of every dependency.
+#[derive(Clone, Debug)]
+pub struct SimRng(u64);
+
+impl SimRng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        SimRng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `lo..=hi` (`lo` when `hi < lo`).
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            return lo;
+        }
+        let span = hi - lo;
+        if span == u64::MAX {
+            return self.next_u64();
+        }
+        lo + self.next_u64() % (span + 1)
+    }
+
+    /// True with probability `ppm / 10^6`.
+    pub fn chance_ppm(&mut self, ppm: u64) -> bool {
+        self.next_u64() % 1_000_000 < ppm
+    }
+
+    /// A signed value in `-max..=max`.
+    fn signed(&mut self, max: u64) -> i64 {
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let v = i64::try_from(self.range(0, 2 * max.unsigned_abs())).unwrap_or(0);
+        v - max
+    }
+}
+
+/// The fault scenario of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Nothing fails.
+    Nothing,
+    /// A non-CM crashes, or (`partitioned`) is cut off but keeps running.
+    NonCm {
+        /// Cut off but alive.
+        partitioned: bool,
+    },
+    /// The CM crashes.
+    Cm,
+    /// The CM crashes and, at the same instant, another member crashes or is partitioned
+    /// (five members, `f` = 2).
+    CmPlusOne {
+        /// The other member is cut off but alive.
+        partitioned: bool,
+    },
+    /// The CM crashes, and so does the CM that replaces it, soon after enabling its clock.
+    CmTwice,
+    /// The CM is cut off but alive. `node.rs` never fences a CM, so this scenario is expected
+    /// to break strict serializability; it is not in the default mix (module docs).
+    CmPartitioned,
+}
+
+impl Fault {
+    /// The scenario's name in `ORDO_SIM_FAULT` (the `replay_one_seed` test).
+    pub fn env_name(self) -> &'static str {
+        match self {
+            Fault::Nothing => "none",
+            Fault::NonCm { partitioned: false } => "non-cm",
+            Fault::NonCm { partitioned: true } => "non-cm-p",
+            Fault::Cm => "cm",
+            Fault::CmPlusOne { partitioned: false } => "cm+1",
+            Fault::CmPlusOne { partitioned: true } => "cm+1-p",
+            Fault::CmTwice => "cm-twice",
+            Fault::CmPartitioned => "cm-p",
+        }
+    }
+
+    /// The scenario named `name` ([`Fault::env_name`]).
+    pub fn from_env_name(name: &str) -> Option<Fault> {
+        [
+            Fault::Nothing,
+            Fault::NonCm { partitioned: false },
+            Fault::NonCm { partitioned: true },
+            Fault::Cm,
+            Fault::CmPlusOne { partitioned: false },
+            Fault::CmPlusOne { partitioned: true },
+            Fault::CmTwice,
+            Fault::CmPartitioned,
+        ]
+        .into_iter()
+        .find(|f| f.env_name() == name)
+    }
+}
+
+/// How a run is set up beyond its seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimOptions {
+    /// Steps of the round to leave out (negative tests).
+    pub shortcuts: RoundShortcuts,
+    /// The fault scenario; `None` draws one from the seed (never [`Fault::CmPartitioned`]).
+    pub fault: Option<Fault>,
+    /// The number of members; `None` draws 3, 4 or 5 (5 for the scenarios that need it).
+    pub members: Option<usize>,
+    /// Let the fault strike before every member synced with the CM once (module docs: this
+    /// loses time; the default waits for every member's first sync).
+    pub strike_before_sync: bool,
+    /// The largest one-way message delay; `None`: [`DELAY_MAX_NANOS`].
+    pub delay_max_nanos: Option<u64>,
+    /// The message loss probability in ppm; `None` draws one up to 2 %.
+    pub loss_ppm: Option<u64>,
+    /// Lease messages are lost like any other (module docs); off by default.
+    pub lossy_leases: bool,
+    /// Plan the retry after a failed round exactly as `node.rs` does, from the swapped
+    /// configuration, losing the CM change (module docs); off by default.
+    pub node_rs_retry: bool,
+    /// Print what the failover does, with virtual times, on stderr (replaying a seed).
+    pub trace: bool,
+}
+
+/// One reconfiguration that completed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailoverRecord {
+    /// When the round ended (virtual ns).
+    pub at_nanos: u64,
+    /// The initiator.
+    pub initiator: NodeId,
+    /// The members removed.
+    pub removed: Vec<NodeId>,
+    /// The configuration installed.
+    pub seq: u64,
+    /// The FF the new CM enabled its clock at, when the CM changed.
+    pub ff_nanos: Option<u64>,
+}
+
+/// What one run did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimRun {
+    /// The seed.
+    pub seed: u64,
+    /// Members at the start.
+    pub members: usize,
+    /// The fault scenario.
+    pub fault: Fault,
+    /// Every transaction attempt.
+    pub history: History,
+    /// The reconfigurations that completed, in order.
+    pub failovers: Vec<FailoverRecord>,
+    /// Rounds that failed (a member did not answer).
+    pub failed_rounds: u32,
+    /// Compare-and-swaps etcd refused or could not answer.
+    pub refused_swaps: u32,
+    /// Events processed.
+    pub events: u64,
+    /// Members of the configuration in etcd that are alive with their clock enabled when the
+    /// run ends (0: the cluster hands out no time).
+    pub enabled_at_end: usize,
+    /// The options of the run.
+    pub options: SimOptions,
+}
+
+/// A simulated run whose history the checker rejected.
+#[derive(Debug, thiserror::Error)]
+#[error("seed {seed} ({fault:?}, {members} members): {violation}\nrerun: {rerun}")]
+pub struct SimFailure {
+    /// The seed.
+    pub seed: u64,
+    /// The fault scenario.
+    pub fault: Fault,
+    /// Members at the start.
+    pub members: usize,
+    /// What the checker found.
+    pub violation: Box<Violation>,
+    /// The command that replays the run ([`SimRun::rerun_command`]).
+    pub rerun: String,
+}
+
+impl SimRun {
+    /// Checks the history for strict serializability.
+    ///
+    /// # Errors
+    /// [`SimFailure`] naming the seed and the violation.
+    pub fn check(&self) -> Result<(), SimFailure> {
+        ordo_check::check_strict_serializable(&self.history).map_err(|v| SimFailure {
+            seed: self.seed,
+            fault: self.fault,
+            members: self.members,
+            violation: Box::new(v),
+            rerun: self.rerun_command(),
+        })
+    }
+
+    /// The command that replays this run with a trace of the failover: the seed and every
+    /// option that differs from the default, as the environment of the `replay_one_seed` test.
+    pub fn rerun_command(&self) -> String {
+        let o = &self.options;
+        let mut env = format!("ORDO_SIM_SEED={}", self.seed);
+        if let Some(fault) = o.fault {
+            env.push_str(&format!(" ORDO_SIM_FAULT={}", fault.env_name()));
+        }
+        if o.shortcuts.skip_lease_wait {
+            env.push_str(" ORDO_SIM_SKIP=lease");
+        }
+        if o.shortcuts.skip_advance {
+            env.push_str(" ORDO_SIM_SKIP=advance");
+        }
+        if o.lossy_leases {
+            env.push_str(" ORDO_SIM_LOSSY_LEASES=1");
+        }
+        if o.node_rs_retry {
+            env.push_str(" ORDO_SIM_NODE_RS_RETRY=1");
+        }
+        if o.strike_before_sync {
+            env.push_str(" ORDO_SIM_EARLY_STRIKE=1");
+        }
+        if let Some(p) = o.loss_ppm {
+            env.push_str(&format!(" ORDO_SIM_LOSS_PPM={p}"));
+        }
+        if let Some(d) = o.delay_max_nanos {
+            env.push_str(&format!(" ORDO_SIM_DELAY_MAX_NS={d}"));
+        }
+        format!(
+            "{env} ORDO_SIM_TRACE=1 cargo test -p ordo-cluster --lib sim::tests::replay_one_seed \
+             -- --nocapture"
+        )
+    }
+
+    /// Committed transactions.
+    pub fn committed(&self) -> usize {
+        self.history.committed()
+    }
+}
+
+/// Runs the simulation for `seed`.
+pub fn simulate(seed: u64, options: SimOptions) -> SimRun {
+    let world = World::new(seed, options);
+    world.run();
+    world.finish()
+}
+
+/// Runs the simulation for `seed` and checks its history.
+///
+/// # Errors
+/// [`SimFailure`] when the checker rejects the history.
+pub fn simulate_and_check(seed: u64, options: SimOptions) -> Result<SimRun, SimFailure> {
+    let run = simulate(seed, options);
+    run.check()?;
+    Ok(run)
+}
+
+type SimClock = SyncedClock<SkewedClock>;
+
+/// What happens at an instant.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    /// A non-CM begins a sync with its CM.
+    SyncTick(NodeId),
+    /// A sync request reaches the CM `to`.
+    SyncRequest { from: NodeId, to: NodeId, start: SyncStart },
+    /// The CM's reply reaches `to`.
+    SyncReply { from: NodeId, to: NodeId, start: SyncStart, cm: Interval },
+    /// A non-CM sends a lease request.
+    LeaseTick(NodeId),
+    /// A lease request reaches the CM `to`.
+    LeaseRequest { from: NodeId, to: NodeId, sent_local: u64 },
+    /// The grant reaches `to`.
+    LeaseGrant { from: NodeId, to: NodeId, sent_local: u64 },
+    /// A member checks its leases.
+    LeaseCheck(NodeId),
+    /// A client starts its next transaction.
+    ClientStart { node: NodeId, client: u32 },
+    /// A transaction looks whether its timestamp wait is over.
+    TxnPoll(usize),
+    /// The run's fault strikes.
+    Strike,
+    /// A member crashes.
+    Crash(NodeId),
+}
+
+/// One member's state besides its clock.
+#[derive(Debug)]
+struct NodeState {
+    alive: bool,
+    partitioned: bool,
+    /// The configuration this member adopted.
+    config: ClusterConfig,
+    /// The CM reads its clock for this member's syncs this much later (a slow sync path).
+    slow_sync_nanos: u64,
+    /// Local time of the last renewal of this non-CM's lease with the CM.
+    cm_lease_renewed: u64,
+    cm_lease_expired: bool,
+    /// The CM's leases of its members: local time of the last renewal, expired.
+    member_leases: BTreeMap<NodeId, (u64, bool)>,
+    /// The last failover attempt: the suspects and when (virtual ns).
+    last_attempt: Option<(BTreeSet<NodeId>, u64)>,
+}
+
+/// Everything that changes, behind one `RefCell` (the clocks are outside: `run_round` holds one
+/// while the round's calls pump events).
+struct State {
+    now: u64,
+    rng: SimRng,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: BTreeMap<u64, Event>,
+    next_event: u64,
+    processed: u64,
+    nodes: Vec<NodeState>,
+    /// The configuration in etcd.
+    etcd: ClusterConfig,
+    etcd_down: Option<(u64, u64)>,
+    loss_ppm: u64,
+    trace: bool,
+    lossy_leases: bool,
+    delay_max_nanos: u64,
+    fault: Fault,
+    /// `CmTwice`: the second crash was scheduled.
+    second_crash_done: bool,
+    store: Store,
+    txns: Vec<SimTxn>,
+    next_value: u64,
+    pending: Vec<(NodeId, BTreeSet<NodeId>)>,
+    failovers: Vec<FailoverRecord>,
+    failed_rounds: u32,
+    refused_swaps: u32,
+    end: u64,
+}
+
+/// The simulated cluster.
+struct World {
+    seed: u64,
+    members: usize,
+    options: SimOptions,
+    shortcuts: RoundShortcuts,
+    trace: bool,
+    strike_before_sync: bool,
+    source: TimeSource,
+    clocks: Vec<SimClock>,
+    drifts_ppm: Vec<i64>,
+    st: RefCell<State>,
+}
+
+fn idx(id: NodeId) -> usize {
+    usize::try_from(id).map_or(usize::MAX, |i| i.wrapping_sub(1))
+}
+
+impl World {
+    fn new(seed: u64, options: SimOptions) -> Self {
+        let mut rng = SimRng::new(seed);
+        let fault = options.fault.unwrap_or_else(|| match rng.range(0, 9) {
+            0 => Fault::Nothing,
+            1 | 2 => Fault::NonCm { partitioned: rng.range(0, 1) == 1 },
+            3 | 4 => Fault::Cm,
+            5 | 6 => Fault::CmPlusOne { partitioned: rng.range(0, 1) == 1 },
+            _ => Fault::CmTwice,
+        });
+        let needs_five = matches!(fault, Fault::CmPlusOne { .. } | Fault::CmTwice);
+        let n = options.members.unwrap_or_else(|| {
+            if needs_five { 5 } else { usize::try_from(rng.range(3, 5)).unwrap_or(3) }
+        });
+        let backups = if n >= 5 { 2 } else { 1 };
+        let members: Vec<Member> = (1..=n as u64)
+            .map(|id| Member { id, addr: format!("127.0.0.1:{}", 7000 + id) })
+            .collect();
+        let config = ClusterConfig::initial(members, backups);
+        let source = TimeSource::virtual_at(DEFAULT_START_NANOS);
+        let options_clock = SyncOptions::default();
+        let mut clocks = Vec::with_capacity(n);
+        let mut drifts = Vec::with_capacity(n);
+        let mut nodes = Vec::with_capacity(n);
+        for id in 1..=n as u64 {
+            let offset = rng.signed(OFFSET_MAX_NANOS);
+            let drift = rng.signed(DRIFT_MAX_PPM);
+            let local = SkewedClock::new(source.clone(), offset, drift, BOUNDARY_NANOS);
+            let clock = if id == config.cm {
+                SyncedClock::master(local, options_clock)
+            } else {
+                SyncedClock::follower(local, options_clock)
+            };
+            let slow = rng.chance_ppm(250_000);
+            let slow_sync_nanos =
+                if slow { rng.range(SLOW_SYNC_MIN_NANOS, SLOW_SYNC_MAX_NANOS) } else { 0 };
+            let local_now = clock.local_reading();
+            clocks.push(clock);
+            drifts.push(drift);
+            let member_leases = if id == config.cm {
+                config
+                    .members
+                    .iter()
+                    .filter(|m| m.id != id)
+                    .map(|m| (m.id, (local_now, false)))
+                    .collect()
+            } else {
+                BTreeMap::new()
+            };
+            nodes.push(NodeState {
+                alive: true,
+                partitioned: false,
+                config: config.clone(),
+                slow_sync_nanos,
+                cm_lease_renewed: local_now,
+                cm_lease_expired: false,
+                member_leases,
+                last_attempt: None,
+            });
+        }
+        let drawn_loss_ppm = rng.range(0, LOSS_MAX_PPM);
+        let loss_ppm = options.loss_ppm.unwrap_or(drawn_loss_ppm);
+        let fault_at = DEFAULT_START_NANOS + rng.range(FAULT_MIN_NANOS, FAULT_MAX_NANOS);
+        let etcd_down = rng.chance_ppm(300_000).then(|| {
+            let from = fault_at + rng.range(0, 15 * MILLI);
+            (from, from + rng.range(MILLI, 15 * MILLI))
+        });
+        let mut st = State {
+            now: DEFAULT_START_NANOS,
+            rng,
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            next_event: 0,
+            processed: 0,
+            nodes,
+            etcd: config,
+            etcd_down,
+            loss_ppm,
+            trace: options.trace,
+            lossy_leases: options.lossy_leases,
+            delay_max_nanos: options.delay_max_nanos.unwrap_or(DELAY_MAX_NANOS),
+            fault,
+            second_crash_done: false,
+            store: Store::default(),
+            txns: Vec::new(),
+            next_value: 1,
+            pending: Vec::new(),
+            failovers: Vec::new(),
+            failed_rounds: 0,
+            refused_swaps: 0,
+            end: DEFAULT_START_NANOS + RUN_NANOS,
+        };
+        for id in 1..=n as u64 {
+            let phase = st.rng.range(0, SYNC_PERIOD_NANOS);
+            st.schedule(phase, Event::SyncTick(id));
+            let phase = st.rng.range(0, LEASE_CHECK_NANOS);
+            st.schedule(phase, Event::LeaseTick(id));
+            let phase = st.rng.range(0, LEASE_CHECK_NANOS);
+            st.schedule(phase, Event::LeaseCheck(id));
+            for client in 0..CLIENTS {
+                let phase = st.rng.range(0, THINK_MAX_NANOS);
+                st.schedule(phase, Event::ClientStart { node: id, client });
+            }
+        }
+        if fault != Fault::Nothing {
+            let at = fault_at - st.now;
+            st.schedule(at, Event::Strike);
+        }
+        World {
+            seed,
+            members: n,
+            options,
+            shortcuts: options.shortcuts,
+            trace: options.trace,
+            strike_before_sync: options.strike_before_sync,
+            source,
+            clocks,
+            drifts_ppm: drifts,
+            st: RefCell::new(st),
+        }
+        .traced()
+    }
+
+    /// Traces the members' setup.
+    fn traced(self) -> Self {
+        for id in 1..=self.members as u64 {
+            let slow = self.st.borrow().nodes[idx(id)].slow_sync_nanos;
+            let drift = self.drifts_ppm[idx(id)];
+            self.trace(|| format!("member {id}: drift {drift} ppm, slow sync path {slow} ns"));
+        }
+        self
+    }
+
+    fn trace(&self, line: impl FnOnce() -> String) {
+        if self.trace {
+            let now = self.source.now().as_nanos() - DEFAULT_START_NANOS;
+            eprintln!("[{:>9.3} ms] {}", now as f64 / 1e6, line());
+        }
+    }
+
+    fn clock(&self, id: NodeId) -> &SimClock {
+        &self.clocks[idx(id)]
+    }
+
+    /// The top level: events in order; a pending failover runs between two events.
+    fn run(&self) {
+        loop {
+            let next = {
+                let mut st = self.st.borrow_mut();
+                let pending = std::mem::take(&mut st.pending);
+                if pending.is_empty() { None } else { Some(pending) }
+            };
+            if let Some(pending) = next {
+                for (node, removed) in pending {
+                    self.reconfigure(node, removed);
+                }
+                continue;
+            }
+            let end = self.st.borrow().end;
+            if !self.step(end) {
+                break;
+            }
+        }
+    }
+
+    /// Processes the next event due at or before `until`; false when there is none.
+    fn step(&self, until: u64) -> bool {
+        let ev = {
+            let mut st = self.st.borrow_mut();
+            let Some(&Reverse((at, key))) = st.queue.peek() else { return false };
+            if at > until {
+                return false;
+            }
+            st.queue.pop();
+            let Some(ev) = st.events.remove(&key) else { return true };
+            assert!(at >= st.now, "time moves forward");
+            st.now = at;
+            st.processed += 1;
+            self.source.advance_to(Timestamp::from_nanos(at));
+            ev
+        };
+        self.handle(ev);
+        true
+    }
+
+    /// Runs every event due up to `t`, then moves time to `t` (a blocking call of a round).
+    fn pump_until(&self, t: u64) {
+        while self.step(t) {}
+        let mut st = self.st.borrow_mut();
+        if t > st.now {
+            st.now = t;
+            self.source.advance_to(Timestamp::from_nanos(t));
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.st.borrow().now
+    }
+
+    fn handle(&self, ev: Event) {
+        match ev {
+            Event::SyncTick(id) => self.sync_tick(id),
+            Event::SyncRequest { from, to, start } => self.sync_request(from, to, start),
+            Event::SyncReply { from, to, start, cm } => self.sync_reply(from, to, start, cm),
+            Event::LeaseTick(id) => self.lease_tick(id),
+            Event::LeaseRequest { from, to, sent_local } => {
+                self.lease_request(from, to, sent_local)
+            }
+            Event::LeaseGrant { from, to, sent_local } => self.lease_grant(from, to, sent_local),
+            Event::LeaseCheck(id) => self.lease_check(id),
+            Event::ClientStart { node, client } => self.client_start(node, client),
+            Event::TxnPoll(t) => self.txn_poll(t),
+            Event::Strike => self.strike(),
+            Event::Crash(id) => self.crash(id),
+        }
+    }
+
+    fn finish(self) -> SimRun {
+        let st = self.st.into_inner();
+        let enabled_at_end = st
+            .etcd
+            .members
+            .iter()
+            .filter(|m| st.nodes[idx(m.id)].alive && self.clocks[idx(m.id)].is_enabled())
+            .count();
+        let txns = st
+            .txns
+            .into_iter()
+            .enumerate()
+            .filter(|(_, t)| t.complete.is_some() || !t.writes.is_empty())
+            .map(|(i, t)| ordo_check::Txn {
+                id: TxnId(i as u64 + 1),
+                process: u32::try_from(t.node).unwrap_or(u32::MAX) * CLIENTS + t.client,
+                invoke: t.invoke,
+                complete: t.complete,
+                outcome: if t.complete.is_some() { Outcome::Committed } else { Outcome::Unknown },
+                ops: t.ops,
+            })
+            .collect();
+        SimRun {
+            seed: self.seed,
+            members: self.members,
+            fault: st.fault,
+            history: History::from_txns(txns),
+            failovers: st.failovers,
+            failed_rounds: st.failed_rounds,
+            refused_swaps: st.refused_swaps,
+            events: st.processed,
+            enabled_at_end,
+            options: self.options,
+        }
+    }
+}
+
+impl State {
+    fn schedule(&mut self, after: u64, ev: Event) {
+        let key = self.next_event;
+        self.next_event += 1;
+        self.queue.push(Reverse((self.now.saturating_add(after), key)));
+        self.events.insert(key, ev);
+    }
+
+    /// A message from `from` to `to`: its delay, or `None` when it is lost.
+    fn send(&mut self, from: NodeId, to: NodeId) -> Option<u64> {
+        let delay = self.rng.range(DELAY_MIN_NANOS, self.delay_max_nanos);
+        let lost = self.rng.chance_ppm(self.loss_ppm);
+        let cut = self.nodes[idx(from)].partitioned || self.nodes[idx(to)].partitioned;
+        (!lost && !cut && self.nodes[idx(from)].alive).then_some(delay)
+    }
+
+    /// A lease message: lost only to a partition or a crash, unless the run has lossy leases
+    /// (module docs: a lost lease makes a member suspect a live CM, which `node.rs` does not
+    /// survive).
+    fn send_lease(&mut self, from: NodeId, to: NodeId) -> Option<u64> {
+        if self.lossy_leases {
+            return self.send(from, to);
+        }
+        let delay = self.rng.range(DELAY_MIN_NANOS, self.delay_max_nanos);
+        let cut = self.nodes[idx(from)].partitioned || self.nodes[idx(to)].partitioned;
+        (!cut && self.nodes[idx(from)].alive).then_some(delay)
+    }
+
+    /// A message between `node` and etcd.
+    fn send_etcd(&mut self, node: NodeId) -> Option<u64> {
+        let delay = self.rng.range(DELAY_MIN_NANOS, self.delay_max_nanos);
+        let lost = self.rng.chance_ppm(self.loss_ppm);
+        (!lost && !self.nodes[idx(node)].partitioned).then_some(delay)
+    }
+
+    /// A member crashes or (`partitioned`) is cut off. A crash ends its transactions (their
+    /// outcome stays unknown) and releases their locks.
+    fn fail(&mut self, id: NodeId, partitioned: bool) {
+        if self.trace {
+            eprintln!("  member {id} {}", if partitioned { "partitioned" } else { "crashes" });
+        }
+        if partitioned {
+            self.nodes[idx(id)].partitioned = true;
+            return;
+        }
+        self.nodes[idx(id)].alive = false;
+        let held: Vec<u64> = self
+            .store
+            .locks
+            .iter()
+            .filter(|&(_, &t)| self.txns[t].node == id)
+            .map(|(&k, _)| k)
+            .collect();
+        for key in held {
+            self.store.locks.remove(&key);
+        }
+    }
+
+    /// A member adopts `next` (CONFIG-COMMIT, or the initiator after its round): leases start
+    /// afresh with the CM of `next`.
+    fn adopt(&mut self, id: NodeId, next: &ClusterConfig, local: u64) {
+        let node = &mut self.nodes[idx(id)];
+        if next.seq <= node.config.seq {
+            return;
+        }
+        node.config = next.clone();
+        node.cm_lease_renewed = local;
+        node.cm_lease_expired = false;
+        node.member_leases = if next.cm == id {
+            next.members.iter().filter(|m| m.id != id).map(|m| (m.id, (local, false))).collect()
+        } else {
+            BTreeMap::new()
+        };
+    }
+}
+
+/// A local reading's lower end, in ns: lease bookkeeping's local monotonic time.
+trait LocalReading {
+    fn local_reading(&self) -> u64;
+}
+
+impl LocalReading for SimClock {
+    fn local_reading(&self) -> u64 {
+        use ordo_clock::Clock;
+        self.local().now().lo().as_nanos()
+    }
+}
+
+mod cluster;
+mod round;
+mod workload;
+
+pub use round::SimMembers;
+use workload::{SimTxn, Store};
+
+#[cfg(test)]
+mod tests;
