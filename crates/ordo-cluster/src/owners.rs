@@ -238,6 +238,10 @@ struct Attempt {
     id: (usize, u64),
     regions: Vec<u16>,
     sent: Vec<(u16, Vec<NodeId>)>,
+    /// The node each region's LOCK went to: COMMIT-PRIMARY and ABORT go there too, and a
+    /// COMMIT-BACKUP of a region whose primary changed since is refused (before the commit
+    /// point: the attempt aborts), because the new primary never held the locks.
+    locked: Vec<(u16, NodeId)>,
 }
 
 thread_local! {
@@ -322,11 +326,36 @@ impl RemoteOwners {
         ATTEMPT.with(|a| {
             let mut a = a.borrow_mut();
             if a.id != id {
-                *a = Attempt { id, regions: Vec::new(), sent: Vec::new() };
+                *a = Attempt { id, ..Attempt::default() };
             }
             a.sent.retain(|(r, _)| *r != region);
             a.sent.push((region, backups.to_vec()));
         });
+    }
+
+    /// Notes that attempt `tx`'s LOCK of `region` went to `node`.
+    fn note_locked(&self, tx: u64, region: u16, node: NodeId) {
+        let id = self.attempt_id(tx);
+        ATTEMPT.with(|a| {
+            let mut a = a.borrow_mut();
+            if a.id != id {
+                *a = Attempt { id, ..Attempt::default() };
+            }
+            a.locked.retain(|(r, _)| *r != region);
+            a.locked.push((region, node));
+        });
+    }
+
+    /// The node attempt `tx`'s LOCK of `region` went to, if this thread sent one.
+    fn locked_at(&self, tx: u64, region: u16) -> Option<NodeId> {
+        let id = self.attempt_id(tx);
+        ATTEMPT.with(|a| {
+            let a = a.borrow();
+            if a.id != id {
+                return None;
+            }
+            a.locked.iter().find(|(r, _)| *r == region).map(|&(_, n)| n)
+        })
     }
 
     /// The backups attempt `tx`'s COMMIT-BACKUP of `region` went to, else the region's
@@ -627,6 +656,7 @@ impl Remote for RemoteOwners {
         let step = ParticipantStep::Lock;
         let node = self.primary(region, step)?;
         let seq = self.placement.seq();
+        self.note_locked(tx, region, node);
         let body = Body::Lock { tx, region, seq, entries: wire.entries, words: wire.words };
         Self::expect_done(self.call(node, region, step, body, Order::First(tx))?, region, step)
             .map(drop)
@@ -655,6 +685,19 @@ impl Remote for RemoteOwners {
         let wire = PartWire::of(part);
         let region = wire.region().unwrap_or(0);
         let step = ParticipantStep::CommitBackup;
+        if let Some(locked) = self.locked_at(tx, region) {
+            if self.placement.primary(region) != Some(locked) {
+                // A failover moved the region's primary after this attempt locked it there:
+                // the new primary holds no lock and would refuse COMMIT-PRIMARY after the
+                // commit point. Refused here, before it, the attempt aborts.
+                return Err(Error::Participant {
+                    owner: region,
+                    region,
+                    step,
+                    cause: ParticipantFailure::NotOwner,
+                });
+            }
+        }
         let backups = self.placement.backups(region);
         let regions = self.regions_written(tx, region);
         self.note_sent(tx, region, &backups);
@@ -758,6 +801,11 @@ impl Remote for RemoteOwners {
         let id = self.attempt_id(tx);
         ATTEMPT.with(|a| {
             let mut a = a.borrow_mut();
+            if a.id != id {
+                // No LOCK of this attempt went through here (`note_locked` would have set the
+                // id): what is recorded is another attempt's.
+                a.locked.clear();
+            }
             a.id = id;
             a.regions.clear();
             a.regions.extend_from_slice(regions);
@@ -778,7 +826,12 @@ impl Remote for RemoteOwners {
     /// the install; a primary that cannot install logs it (its recovery is Cluster III's).
     fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error> {
         let step = ParticipantStep::CommitPrimary;
-        let node = self.primary(region, step)?;
+        // Where the locks are (a failover after COMMIT-BACKUP leaves the attempt committed; the
+        // promoted backup's recovery installs it if this node is gone).
+        let node = match self.locked_at(tx, region) {
+            Some(node) => node,
+            None => self.primary(region, step)?,
+        };
         let body = Body::CommitPrimary { tx, region, wts: wts.as_nanos() };
         let sent = self.polled(node).and_then(|conn| match conn.claim() {
             Some(claim) => Self::blocking(|| claim.send(body)),
@@ -807,7 +860,10 @@ impl Remote for RemoteOwners {
         let Some(first) = part.entries().first() else { return Ok(()) };
         let region = first.addr.region();
         let step = ParticipantStep::Abort;
-        let node = self.primary(region, step)?;
+        let node = match self.locked_at(tx, region) {
+            Some(node) => node,
+            None => self.primary(region, step)?,
+        };
         let allocs = part
             .entries()
             .iter()
