@@ -827,7 +827,8 @@ impl NodeShared {
         let mut gone = Vec::new();
         oats.retain(|id, (_, at)| {
             let keep = config.member(*id).is_some() || at.elapsed() < CLIENT_OAT_TTL;
-            if !keep {
+            // Client ids have bit 63 set; a member that was removed is not a client gone.
+            if !keep && *id >> 63 == 1 {
                 gone.push(*id);
             }
             keep
