@@ -12,6 +12,7 @@ pub mod durable;
 pub mod engine;
 pub mod error;
 pub mod etcd_compare;
+pub mod failover;
 pub mod harness;
 pub mod hashtable;
 pub mod oplog;

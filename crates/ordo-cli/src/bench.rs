@@ -61,6 +61,9 @@ pub(crate) enum BenchCommand {
     ClusterClock(crate::bench_cluster_clock::ClusterClockArgs),
     /// The same optimistic transaction on an Ordo cluster and a 3-member etcd cluster (Cluster II).
     EtcdCompare(crate::bench_etcd_compare::EtcdCompareArgs),
+    /// kill -9 of a non-CM, the CM, or the CM and one more under load: clock-disabled and
+    /// recovery times, checks, throughput timeline (FaRMv2 Table 1, Fig. 18).
+    Failover(crate::bench_failover::FailoverArgs),
 }
 
 /// Flags every workload takes.
@@ -439,6 +442,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), CliError> {
         BenchCommand::Recovery(r) => crate::bench_recovery::run_recovery(r),
         BenchCommand::ClusterClock(c) => crate::bench_cluster_clock::run_cluster_clock(c),
         BenchCommand::EtcdCompare(e) => crate::bench_etcd_compare::run_etcd_compare(e),
+        BenchCommand::Failover(f) => crate::bench_failover::run_failover(f),
     }
 }
 

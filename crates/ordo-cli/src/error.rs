@@ -77,6 +77,9 @@ pub(crate) enum CliError {
     /// A local cluster could not be managed.
     #[error(transparent)]
     LocalCluster(#[from] ordo_cluster::local::LocalError),
+    /// `ordo bench failover` could not run (its failed checks are reported, not errors).
+    #[error("bench failover: {0}")]
+    Failover(#[from] ordo_bench::failover::FailoverError),
     /// A flag combination that cannot work.
     #[error("{0}")]
     Usage(String),

@@ -11,6 +11,7 @@ mod bench_cluster;
 mod bench_cluster_clock;
 mod bench_durable;
 mod bench_etcd_compare;
+mod bench_failover;
 mod bench_hashtable;
 mod bench_oplog;
 mod bench_recovery;

@@ -68,6 +68,13 @@ pub struct NodeMetrics {
     pub txn_backup_apply_failures: AtomicU64,
     /// How far the GC safe point is behind the clock, in ns (gauge).
     pub gc_lag_nanos: AtomicU64,
+    /// The configuration installed by the last reconfiguration this node initiated (0: none).
+    pub failover_seq: AtomicU64,
+    /// How long this node's clock was disabled in that reconfiguration, in µs (0 when the CM
+    /// did not change).
+    pub failover_clock_disabled_us: AtomicU64,
+    /// From its decision to reconfigure to the end of its round, in µs.
+    pub failover_total_us: AtomicU64,
 }
 
 const DRIFT_BIAS: i64 = 1 << 40;
@@ -133,6 +140,9 @@ impl NodeMetrics {
             ("txn_backed_parts".into(), get(&self.txn_backed_parts)),
             ("txn_backup_apply_failures".into(), get(&self.txn_backup_apply_failures)),
             ("gc_lag_nanos".into(), get(&self.gc_lag_nanos)),
+            ("failover_seq".into(), get(&self.failover_seq)),
+            ("failover_clock_disabled_us".into(), get(&self.failover_clock_disabled_us)),
+            ("failover_total_us".into(), get(&self.failover_total_us)),
         ]
     }
 }

@@ -827,7 +827,8 @@ impl NodeShared {
         let mut gone = Vec::new();
         oats.retain(|id, (_, at)| {
             let keep = config.member(*id).is_some() || at.elapsed() < CLIENT_OAT_TTL;
-            if !keep {
+            // Client ids have bit 63 set; a member that was removed is not a client gone.
+            if !keep && *id >> 63 == 1 {
                 gone.push(*id);
             }
             keep
@@ -1744,6 +1745,14 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
                 tracing::warn!(node = shared.id, seq = plan.next.seq, ff = ?outcome.ff,
                     clock_disabled_us = clock_disabled.as_micros() as u64, "reconfigured");
                 let total = started.elapsed();
+                let m = &shared.metrics;
+                m.failover_clock_disabled_us.store(
+                    u64::try_from(clock_disabled.as_micros()).unwrap_or(u64::MAX),
+                    Ordering::Relaxed,
+                );
+                m.failover_total_us
+                    .store(u64::try_from(total.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+                m.failover_seq.store(plan.next.seq, Ordering::Relaxed);
                 let recovery_started = Instant::now();
                 let dead = recovery::removed(&before, &plan.next);
                 let (commits, aborts) = recover(shared, &members, &before, &dead);

@@ -897,6 +897,25 @@ fn transactions_through_the_cms_failure_are_opaque_and_lose_nothing() {
     transactions_through_the_failure_of("cm-under-load", 1);
 }
 
+/// Holds a committer that reached `at` until `go` is set (at most 20 s), setting `reached`
+/// first: the body of the commit hooks below (a hook is a plain `fn`, so each has its flags).
+#[cfg(feature = "shortcuts")]
+fn pause_at(
+    step: ordo::txn::CommitStep,
+    at: ordo::txn::CommitStep,
+    reached: &std::sync::atomic::AtomicBool,
+    go: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    if step == at {
+        reached.store(true, SeqCst);
+        let started = Instant::now();
+        while !go.load(SeqCst) && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// Set by [`pause_after_install`] when its commit has installed.
 #[cfg(feature = "shortcuts")]
 static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -905,17 +924,10 @@ static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A commit hook that holds the committer between COMMIT-PRIMARY and TRUNCATE until
-/// [`RELEASE`] (at most 20 s).
+/// [`RELEASE`].
 #[cfg(feature = "shortcuts")]
 fn pause_after_install(step: ordo::txn::CommitStep) {
-    use std::sync::atomic::Ordering::SeqCst;
-    if step == ordo::txn::CommitStep::Installed {
-        INSTALLED.store(true, SeqCst);
-        let started = Instant::now();
-        while !RELEASE.load(SeqCst) && started.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
+    pause_at(step, ordo::txn::CommitStep::Installed, &INSTALLED, &RELEASE);
 }
 
 /// A coordinator that committed before a failover truncates after it: its TRUNCATE must reach
@@ -1000,17 +1012,10 @@ static LOCKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 #[cfg(feature = "shortcuts")]
 static GO_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// A commit hook that holds the committer after LOCK until [`GO_ON`] (at most 20 s).
+/// A commit hook that holds the committer after LOCK until [`GO_ON`].
 #[cfg(feature = "shortcuts")]
 fn pause_when_locked(step: ordo::txn::CommitStep) {
-    use std::sync::atomic::Ordering::SeqCst;
-    if step == ordo::txn::CommitStep::Locked {
-        LOCKED.store(true, SeqCst);
-        let started = Instant::now();
-        while !GO_ON.load(SeqCst) && started.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
+    pause_at(step, ordo::txn::CommitStep::Locked, &LOCKED, &GO_ON);
 }
 
 /// A coordinator locks at a region's primary, the primary dies and its backup is promoted, and
