@@ -186,7 +186,19 @@ pub struct NodeShared {
     clients_gone: Mutex<Vec<u64>>,
     /// The CM disabled its own clock because a member went silent (`fence_cm`).
     cm_fenced: AtomicBool,
+    /// When this node acknowledged a NEW-CONFIG that changes the CM, until it adopts a new CM:
+    /// its clock was disabled with FF at the acknowledgement, and it must not enable it again
+    /// through a sync with the old CM (still alive after a false suspicion), or it would hand
+    /// out time above the FF the new CM starts from ([`PREPARED_MAX`] bounds the wait when the
+    /// round never completes).
+    cm_change_acked: Mutex<Option<Instant>>,
 }
+
+/// How long, in lease periods, a member that acknowledged a CM-changing NEW-CONFIG refuses to
+/// resynchronise with the old CM while waiting for its CONFIG-COMMIT. The new CM cannot enable
+/// without this member's ADVANCE-ACK, which follows the CONFIG-COMMIT, so giving up after the
+/// round surely ended is safe.
+pub const PREPARED_MAX: u32 = 8;
 
 /// A copy of a region to a new backup (re-replication) as it ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -292,6 +304,7 @@ impl NodeShared {
                 // No longer the clock master: stop handing out time until synced with the new one.
                 self.clock.become_follower();
             }
+            *self.cm_change_acked.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
         tracing::info!(node = self.id, seq = next.seq, "adopted cluster configuration");
         self.metrics.config_seq.store(next.seq, Ordering::Relaxed);
@@ -637,7 +650,12 @@ impl Handler for NodeHandler {
                         format!("NEW-CONFIG {seq} from {from}, but it names CM {}", next.cm),
                     );
                 }
-                let ff = failover::on_new_config(&s.clock, next.cm != current.cm);
+                let cm_changes = next.cm != current.cm;
+                let ff = failover::on_new_config(&s.clock, cm_changes);
+                if cm_changes {
+                    *s.cm_change_acked.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(Instant::now());
+                }
                 *s.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(next);
                 Body::NewConfigAck { seq, ff: ff.as_nanos() }
             }
@@ -1038,6 +1056,7 @@ impl Node {
             any_fenced: AtomicBool::new(false),
             clients_gone: Mutex::new(Vec::new()),
             cm_fenced: AtomicBool::new(false),
+            cm_change_acked: Mutex::new(None),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -1335,7 +1354,9 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
     let mut next_renew = Instant::now();
     let mut next_check = Instant::now();
     let mut last_cm = shared.config().cm;
-    let call_timeout = period.max(Duration::from_millis(50));
+    // Renewals and syncs are awaited in this loop, before its lease checks and fences: a CM
+    // that stops answering must not hold them back for more than half a period.
+    let call_timeout = (period / 2).max(Duration::from_millis(2));
     while !shared.stopping.load(Ordering::Acquire) {
         let config = shared.config();
         let is_cm = shared.is_cm();
@@ -1454,6 +1475,15 @@ pub(crate) async fn sync_clock(
 }
 
 async fn sync_once(shared: &NodeShared, peer: &Peer, timeout: Duration) {
+    {
+        let mut acked = shared.cm_change_acked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = *acked {
+            if at.elapsed() < shared.file.lease() * PREPARED_MAX {
+                return; // prepared for a new CM: no time from the old one (`cm_change_acked`)
+            }
+            *acked = None;
+        }
+    }
     match sync_clock(&shared.clock, peer, timeout).await {
         Ok(outcome) => {
             shared.metrics.sample_sync(outcome.rtt_nanos);
@@ -1731,6 +1761,12 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
             peers: Mutex::new(std::collections::HashMap::new()),
         };
         let round_started = Instant::now();
+        if plan.cm_changed {
+            // As a member that acknowledged NEW-CONFIG: no resynchronising with the old CM
+            // while this round runs (`cm_change_acked`).
+            *shared.cm_change_acked.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Instant::now());
+        }
         match failover::run_round(
             shared.id,
             &shared.clock,
