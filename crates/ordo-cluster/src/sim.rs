@@ -272,6 +272,9 @@ const MILLI: u64 = 1_000_000;
 
 /// The lease period of every member.
 pub const LEASE_NANOS: u64 = 10 * MILLI;
+/// How long the lease thread awaits a renewal ([`SimOptions::await_renewals`]; `node.rs`:
+/// `lease_loop`'s `call_timeout`, lease/2).
+const RENEW_TIMEOUT_NANOS: u64 = LEASE_NANOS / 2;
 /// How often a member checks its leases and renews its CM lease (`node.rs`: lease/4).
 const LEASE_CHECK_NANOS: u64 = LEASE_NANOS / 4;
 /// A CM fences itself when a member's last lease request arrived longer ago than this
@@ -321,6 +324,9 @@ const STALL_POLL_NANOS: u64 = 500 * MICRO;
 /// first syncs, sometimes, which is the case ADVANCE exists for (FaRMv2 §4.3).
 const SECOND_CRASH_MAX_NANOS: u64 = MILLI;
 /// When the fault strikes, and how long a run lasts after it.
+/// How long a member that acknowledged a CM-changing NEW-CONFIG starts no sync with the old CM
+/// at most (`node.rs`: `PREPARED_MAX` = 8 lease periods).
+const PREPARED_MAX_NANOS: u64 = 8 * LEASE_NANOS;
 const FAULT_MIN_NANOS: u64 = 8 * MILLI;
 const FAULT_MAX_NANOS: u64 = 16 * MILLI;
 const RUN_NANOS: u64 = 75 * MILLI;
@@ -473,6 +479,15 @@ pub struct SimOptions {
     /// `lease_loop` skipped renewals while the CM's lease is expired (module docs); a negative
     /// test.
     pub renew_while_suspecting: bool,
+    /// A member that acknowledged a NEW-CONFIG changing the CM, and the initiator of a
+    /// CM-changing round, keep synchronising with the old CM, as `node.rs` did before
+    /// `cm_change_acked` (module docs); a negative test.
+    pub resync_while_prepared: bool,
+    /// The lease thread awaits each renewal (its grant, or a timeout of lease/2) before it
+    /// runs its lease checks and renews again, and drops a grant that comes after the timeout,
+    /// as `node.rs::lease_loop` does; off by default, where renewals are messages that the
+    /// checks do not wait for (module docs, "What remains open").
+    pub await_renewals: bool,
     /// Print what the failover does, with virtual times, on stderr (replaying a seed).
     pub trace: bool,
 }
@@ -581,6 +596,12 @@ impl SimRun {
         if o.renew_while_suspecting {
             env.push_str(" ORDO_SIM_RENEW_WHILE_SUSPECTING=1");
         }
+        if o.resync_while_prepared {
+            env.push_str(" ORDO_SIM_RESYNC_WHILE_PREPARED=1");
+        }
+        if o.await_renewals {
+            env.push_str(" ORDO_SIM_AWAIT_RENEWALS=1");
+        }
         if let Some(l) = o.late_check_max_nanos {
             env.push_str(&format!(" ORDO_SIM_LATE_CHECK_MAX_NS={l}"));
         }
@@ -641,6 +662,8 @@ enum Event {
     LeaseGrant { from: NodeId, to: NodeId, sent_local: u64 },
     /// A member checks its leases.
     LeaseCheck(NodeId),
+    /// The renewal `node` sent at `sent_local` times out ([`SimOptions::await_renewals`]).
+    RenewTimeout { node: NodeId, sent_local: u64 },
     /// A client starts its next transaction.
     ClientStart { node: NodeId, client: u32 },
     /// A transaction looks whether its timestamp wait is over.
@@ -669,6 +692,15 @@ struct NodeState {
     reconfiguring: bool,
     /// The last failover attempt: the suspects and when it ended (virtual ns).
     last_attempt: Option<(BTreeSet<NodeId>, u64)>,
+    /// When (local ns) this member acknowledged a NEW-CONFIG that changes the CM, or began a
+    /// CM-changing round as its initiator, until it adopts a new CM (`node.rs`:
+    /// `cm_change_acked`): it starts no sync meanwhile, for at most [`PREPARED_MAX_NANOS`].
+    cm_change_acked: Option<u64>,
+    /// The renewal the lease thread awaits (its `sent_local`), with
+    /// [`SimOptions::await_renewals`].
+    renewing: Option<u64>,
+    /// A lease check fell due while a renewal was awaited: it runs when the renewal ends.
+    check_deferred: bool,
 }
 
 /// One lease as `node.rs`'s `LeaseTable` keeps it, in local ns.
@@ -810,6 +842,9 @@ impl World {
                 cm_fenced: false,
                 reconfiguring: false,
                 last_attempt: None,
+                cm_change_acked: None,
+                renewing: None,
+                check_deferred: false,
             });
         }
         let drawn_loss_ppm = rng.range(0, LOSS_MAX_PPM);
@@ -971,6 +1006,7 @@ impl World {
             }
             Event::LeaseGrant { from, to, sent_local } => self.lease_grant(from, to, sent_local),
             Event::LeaseCheck(id) => self.lease_check(id),
+            Event::RenewTimeout { node, sent_local } => self.renew_timeout(node, sent_local),
             Event::ClientStart { node, client } => self.client_start(node, client),
             Event::TxnPoll(t) => self.txn_poll(t),
             Event::Strike => self.strike(),
@@ -1087,6 +1123,8 @@ impl State {
         node.config = next.clone();
         node.leases.retain(|&p, _| p != id && next.member(p).is_some());
         if cm_changed {
+            // `node.rs`: a new CM ends the wait of a member prepared for it.
+            node.cm_change_acked = None;
             if next.cm == id {
                 for m in next.non_cms() {
                     node.leases.entry(m.id).or_insert(SimLease::expect(grace, local));

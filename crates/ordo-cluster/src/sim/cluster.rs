@@ -18,6 +18,22 @@ impl World {
         if cm == id {
             return;
         }
+        // `node.rs::sync_once`: a member prepared for a new CM (`cm_change_acked`) starts no sync
+        // with the old one for up to `PREPARED_MAX` leases. (A sync already in flight when the
+        // NEW-CONFIG arrived is stale: `disable_for_reconfiguration` moved the generation.)
+        if !self.options.resync_while_prepared {
+            let local = self.clock(id).local_reading();
+            let node = &mut st.nodes[idx(id)];
+            if let Some(at) = node.cm_change_acked {
+                if local.saturating_sub(at) < PREPARED_MAX_NANOS {
+                    // The skipped request's randomness is drawn all the same, so that a run in
+                    // which the skip changes nothing (the old CM is gone) stays the same run.
+                    let _ = st.send(id, cm);
+                    return;
+                }
+                node.cm_change_acked = None;
+            }
+        }
         let start = self.clock(id).begin_sync();
         // A slow path delays the request before the CM reads its clock: the upper bound of
         // every sync of this member is wide.
@@ -68,8 +84,16 @@ impl World {
         if suspected && !self.options.renew_while_suspecting {
             return;
         }
+        // `lease_loop` awaits the renewal before it goes on: no second one meanwhile.
+        if self.options.await_renewals && st.nodes[idx(id)].renewing.is_some() {
+            return;
+        }
         let sent_local = self.clock(id).local_reading();
         let seq = st.nodes[idx(id)].config.seq;
+        if self.options.await_renewals {
+            st.nodes[idx(id)].renewing = Some(sent_local);
+            st.schedule(RENEW_TIMEOUT_NANOS, Event::RenewTimeout { node: id, sent_local });
+        }
         if let Some(delay) = st.send_lease(id, cm) {
             st.schedule(delay, Event::LeaseRequest { from: id, to: cm, seq, sent_local });
         }
@@ -100,15 +124,47 @@ impl World {
     pub(super) fn lease_grant(&self, from: NodeId, to: NodeId, sent_local: u64) {
         let mut st = self.st.borrow_mut();
         let node = &mut st.nodes[idx(to)];
-        if !node.alive || node.config.cm != from {
+        if !node.alive {
             return;
         }
-        // `renew_once`: the CM's lease counts from when the request was sent.
-        let lease = node.leases.entry(from).or_insert(SimLease::expect(sent_local, sent_local));
-        if lease.expired {
-            self.trace(|| format!("{to}: a grant from {from} arrives after its lease expired"));
+        let mut deferred = false;
+        if self.options.await_renewals {
+            // `call_timeout`: a grant after the timeout answers a call nobody waits for.
+            if node.renewing != Some(sent_local) {
+                self.trace(|| format!("{to}: a grant from {from} after its call timed out"));
+                return;
+            }
+            node.renewing = None;
+            deferred = std::mem::take(&mut node.check_deferred);
         }
-        lease.renew(sent_local);
+        if node.config.cm == from {
+            // `renew_once`: the CM's lease counts from when the request was sent.
+            let lease = node.leases.entry(from).or_insert(SimLease::expect(sent_local, sent_local));
+            if lease.expired {
+                self.trace(|| format!("{to}: a grant from {from} arrives after its lease expired"));
+            }
+            lease.renew(sent_local);
+        }
+        drop(st);
+        if deferred {
+            self.lease_check(to);
+        }
+    }
+
+    /// The awaited renewal sent at `sent_local` timed out ([`SimOptions::await_renewals`]): the
+    /// lease thread goes on, with the lease check that fell due meanwhile.
+    pub(super) fn renew_timeout(&self, id: NodeId, sent_local: u64) {
+        let mut st = self.st.borrow_mut();
+        let node = &mut st.nodes[idx(id)];
+        if node.renewing != Some(sent_local) {
+            return;
+        }
+        node.renewing = None;
+        let deferred = std::mem::take(&mut node.check_deferred);
+        drop(st);
+        if deferred {
+            self.lease_check(id);
+        }
     }
 
     /// `node.rs::check_leases`: leases not renewed for a period expire (once per episode); a
@@ -117,6 +173,11 @@ impl World {
     pub(super) fn lease_check(&self, id: NodeId) {
         let mut st = self.st.borrow_mut();
         if !st.nodes[idx(id)].alive {
+            return;
+        }
+        // `lease_loop` checks after the renewal it awaits returned (or timed out).
+        if self.options.await_renewals && st.nodes[idx(id)].renewing.is_some() {
+            st.nodes[idx(id)].check_deferred = true;
             return;
         }
         // The lease thread is sometimes scheduled late, by up to another check interval

@@ -45,6 +45,12 @@ impl World {
                 self.trace(|| format!("{me}: swap to {} refused", plan.next.seq));
                 return;
             }
+            if plan.cm_changed {
+                // `node.rs::reconfigure`: as a member that acknowledged NEW-CONFIG, the
+                // initiator does not resynchronise with the old CM while the round runs.
+                let local = self.clock(me).local_reading();
+                self.st.borrow_mut().nodes[idx(me)].cm_change_acked = Some(local);
+            }
             let members = SimMembers { world: self, me, next: plan.next.clone() };
             let result = failover::run_round(me, self.clock(me), &plan, &members, self.shortcuts);
             let mut st = self.st.borrow_mut();
@@ -198,8 +204,16 @@ impl RoundMembers for SimMembers<'_> {
         cm_changed: bool,
     ) -> Result<ordo_clock::Timestamp, RoundError> {
         debug_assert_eq!(next.seq, self.next.seq);
-        self.call(member, "NEW-CONFIG", |world, _| {
-            failover::on_new_config(world.clock(member), cm_changed)
+        self.call(member, "NEW-CONFIG", |world, st| {
+            let ff = failover::on_new_config(world.clock(member), cm_changed);
+            // `node.rs`'s NEW-CONFIG handler: the member compares the CM with its own
+            // configuration's, and if it changes starts no sync with the old CM until it adopts
+            // a new one (`cm_change_acked`).
+            if next.cm != st.nodes[idx(member)].config.cm {
+                let local = world.clock(member).local_reading();
+                st.nodes[idx(member)].cm_change_acked = Some(local);
+            }
+            ff
         })
     }
 
