@@ -17,7 +17,7 @@
 //!   on the CM / `finish_sync` about every millisecond. A lost sync just fails. A member
 //!   that acknowledged a NEW-CONFIG changing the CM, and the initiator of such a round from
 //!   just before its round, start no sync (`node.rs::sync_once`, `cm_change_acked`) until they
-//!   adopt a configuration with a new CM or [`PREPARED_MAX_NANOS`] (8 leases) passed; a sync
+//!   adopt a configuration with a new CM or eight leases passed (`PREPARED_MAX`); a sync
 //!   in flight then is stale anyway (the disable moved the clock's generation).
 //! * **Leases** (FaRM, module [`crate::lease`]), as `node.rs` keeps them: a non-CM sends a lease
 //!   request for its configuration to the CM every lease/4 (10 ms leases); the CM records the
