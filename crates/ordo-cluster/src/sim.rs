@@ -184,7 +184,10 @@
 //!   or eight leases pass (`node.rs`: `cm_change_acked`, `PREPARED_MAX`);
 //!   [`SimOptions::resync_while_prepared`] synchronises as before. A skipped sync draws the
 //!   randomness of its request all the same, so runs in which the skip changes nothing stay the
-//!   same runs, and the named seeds of the other tests stayed where they were.
+//!   same runs, and the named seeds of the other tests stayed where they were. As in `node.rs`,
+//!   a member decides whether a NEW-CONFIG changes the CM by comparing it with its own
+//!   configuration, not from the plan (after a failed CM-changing round, a member that adopted
+//!   it already names the initiator CM, and the retry changes nothing for it).
 //!
 //! Modelling the fixes brought two divergences of the simulation from `node.rs` to light, both
 //! now removed: the CM's fence and lease service were gated on the
@@ -203,7 +206,7 @@
 //! With every fix on, the default mix passes every search run: the suite's 1,000 seeds for
 //! 24 values of `ORDO_SEED`, 30,000 and 10,000 seeds of `many_seeds_pass_the_checker`, and the
 //! closed gaps' scenarios (200 seeds each; the late-check [`Fault::NewCmPartitioned`] search
-//! 1,000); with `cm_change_acked` modelled, the suite's 1,000 seeds for `ORDO_SEED` 1–12 and
+//! 1,000); with `cm_change_acked` modelled, the suite's 1,000 seeds for `ORDO_SEED` 1–22 and
 //! 30,000 seeds of `many_seeds_pass_the_checker` (default `ORDO_SEED`). Wider searches of the non-default scenarios still find seeds, each with a `gap_`
 //! test:
 //! * **A new CM that never synchronised gets no credit for the lease wait** (lossy leases, 10 %

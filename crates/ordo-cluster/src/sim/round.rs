@@ -201,15 +201,17 @@ impl RoundMembers for SimMembers<'_> {
         &self,
         member: NodeId,
         next: &ClusterConfig,
-        cm_changed: bool,
+        _cm_changed: bool,
     ) -> Result<ordo_clock::Timestamp, RoundError> {
         debug_assert_eq!(next.seq, self.next.seq);
         self.call(member, "NEW-CONFIG", |world, st| {
-            let ff = failover::on_new_config(world.clock(member), cm_changed);
             // `node.rs`'s NEW-CONFIG handler: the member compares the CM with its own
-            // configuration's, and if it changes starts no sync with the old CM until it adopts
-            // a new one (`cm_change_acked`).
-            if next.cm != st.nodes[idx(member)].config.cm {
+            // configuration's (not the plan's `cm_changed`: after a failed CM-changing round
+            // a member that adopted it already names the initiator CM), and if it changes
+            // starts no sync with the old CM until it adopts a new one (`cm_change_acked`).
+            let cm_changes = next.cm != st.nodes[idx(member)].config.cm;
+            let ff = failover::on_new_config(world.clock(member), cm_changes);
+            if cm_changes {
                 let local = world.clock(member).local_reading();
                 st.nodes[idx(member)].cm_change_acked = Some(local);
             }
