@@ -264,6 +264,13 @@ pub fn run_round<L: Clock>(
         ff = ff.map(|f| f.max(theirs));
     }
     if plan.lease_wait && !shortcuts.skip_lease_wait {
+        // FF bounds every clock of the old configuration *now*; the time the wait takes must
+        // be added to it, at the drift bound's rate. `advance` records FF as this clock's
+        // upper sample, from which its bound grows with elapsed time — also on a new CM that
+        // never synchronised and so has no bound of its own (found by the simulation).
+        if let Some(f) = ff {
+            clock.advance(clock.disable_for_reconfiguration().max(f));
+        }
         members.wait_lease();
     }
     for &member in &others {

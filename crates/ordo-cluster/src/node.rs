@@ -186,6 +186,9 @@ pub struct NodeShared {
     clients_gone: Mutex<Vec<u64>>,
     /// The CM disabled its own clock because a member went silent (`fence_cm`).
     cm_fenced: AtomicBool,
+    /// On the CM: per member, the configuration and arrival of its last lease request whose
+    /// LeaseAck has not come yet.
+    lease_asks: Mutex<std::collections::HashMap<NodeId, (u64, Instant)>>,
     /// When this node acknowledged a NEW-CONFIG that changes the CM, until it adopts a new CM:
     /// its clock was disabled with FF at the acknowledgement, and it must not enable it again
     /// through a sync with the old CM (still alive after a false suspicion), or it would hand
@@ -478,7 +481,14 @@ impl Handler for NodeHandler {
                         format!("node {from} is not a member"),
                     );
                 }
-                s.leases().renewed(from, Instant::now());
+                // The member's lease is renewed when its LeaseAck shows the grant reached it
+                // (counted from this request's arrival): a member whose grants are lost may
+                // suspect this CM, and this CM must then fence itself (`fence_cm`) rather than
+                // count it as heard from (found by the simulation, lost grants).
+                s.lease_asks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(from, (config_seq, Instant::now()));
                 s.report_oat(from, oat);
                 s.metrics.lease_renewals.fetch_add(1, Ordering::Relaxed);
                 Body::LeaseGrant {
@@ -753,9 +763,9 @@ impl Handler for NodeHandler {
     }
 
     // One-way messages: `Truncate` applies (or drops) backed-up parts, `CommitPrimary` installs
-    // a locked part, `OatReport` feeds the CM's OAT. `LeaseAck`, the lease handshake's
-    // third leg, tells the CM nothing new (its view of the non-CM was renewed by the request)
-    // and is dropped, as is anything else.
+    // a locked part, `OatReport` feeds the CM's OAT, and `LeaseAck`, the lease handshake's
+    // third leg, renews the member's lease at the CM (from its request's arrival). Anything
+    // else is dropped.
     fn one_way(&self, from: u64, body: Body) {
         let s = &self.shared;
         if s.is_fenced(from) {
@@ -777,6 +787,14 @@ impl Handler for NodeHandler {
                 }
             }
             Body::OatReport { oat } if s.is_cm() => s.report_oat(from, oat),
+            Body::LeaseAck { config_seq } if s.is_cm() => {
+                let asked = s.lease_asks.lock().unwrap_or_else(|p| p.into_inner()).remove(&from);
+                if let Some((seq, at)) = asked.filter(|(seq, _)| *seq == config_seq) {
+                    if seq == s.seq() {
+                        s.leases().renewed(from, at);
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -1057,6 +1075,7 @@ impl Node {
             clients_gone: Mutex::new(Vec::new()),
             cm_fenced: AtomicBool::new(false),
             cm_change_acked: Mutex::new(None),
+            lease_asks: Mutex::new(std::collections::HashMap::new()),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);

@@ -108,6 +108,7 @@ impl World {
         let node = &st.nodes[idx(to)];
         if !node.alive
             || !self.clock(to).is_master()
+            || (!self.clock(to).is_enabled() && self.options.fenced_cm_refuses)
             || node.config.cm != to
             || node.config.seq != seq
             || node.config.member(from).is_none()
@@ -115,13 +116,47 @@ impl World {
             return;
         }
         let local = self.clock(to).local_reading();
-        st.nodes[idx(to)].leases.entry(from).or_insert(SimLease::expect(local, local)).renew(local);
+        if !self.options.ack_renewals {
+            st.nodes[idx(to)]
+                .leases
+                .entry(from)
+                .or_insert(SimLease::expect(local, local))
+                .renew(local);
+        }
         if let Some(delay) = st.send_lease(to, from) {
-            st.schedule(delay, Event::LeaseGrant { from: to, to: from, sent_local });
+            let grant = Event::LeaseGrant { from: to, to: from, sent_local, arrived_local: local };
+            st.schedule(delay, grant);
         }
     }
 
-    pub(super) fn lease_grant(&self, from: NodeId, to: NodeId, sent_local: u64) {
+    /// `node.rs`'s LeaseAck handler: the CM renews the member's lease, counted from its
+    /// request's arrival, once the member shows the grant reached it.
+    pub(super) fn lease_ack(&self, from: NodeId, to: NodeId, seq: u64, arrived_local: u64) {
+        let mut st = self.st.borrow_mut();
+        let node = &st.nodes[idx(to)];
+        if !node.alive
+            || !self.clock(to).is_master()
+            || node.config.cm != to
+            || node.config.seq != seq
+            || node.config.member(from).is_none()
+        {
+            return;
+        }
+        let local = self.clock(to).local_reading();
+        st.nodes[idx(to)]
+            .leases
+            .entry(from)
+            .or_insert(SimLease::expect(local, local))
+            .renew(arrived_local);
+    }
+
+    pub(super) fn lease_grant(
+        &self,
+        from: NodeId,
+        to: NodeId,
+        sent_local: u64,
+        arrived_local: u64,
+    ) {
         let mut st = self.st.borrow_mut();
         let node = &mut st.nodes[idx(to)];
         if !node.alive {
@@ -144,6 +179,13 @@ impl World {
                 self.trace(|| format!("{to}: a grant from {from} arrives after its lease expired"));
             }
             lease.renew(sent_local);
+            // `renew_once`: the LeaseAck follows the grant.
+            let seq = node.config.seq;
+            if self.options.ack_renewals {
+                if let Some(delay) = st.send_lease(to, from) {
+                    st.schedule(delay, Event::LeaseAck { from: to, to: from, seq, arrived_local });
+                }
+            }
         }
         drop(st);
         if deferred {
