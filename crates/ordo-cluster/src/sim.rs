@@ -630,35 +630,20 @@ impl SimRun {
         if o.shortcuts.skip_advance {
             env.push_str(" ORDO_SIM_SKIP=advance");
         }
-        if o.lossy_leases {
-            env.push_str(" ORDO_SIM_LOSSY_LEASES=1");
-        }
-        if o.no_cm_fence {
-            env.push_str(" ORDO_SIM_NO_CM_FENCE=1");
-        }
-        if o.retry_loses_cm_change {
-            env.push_str(" ORDO_SIM_RETRY_LOSES_CM_CHANGE=1");
-        }
-        if o.no_adopt_grace {
-            env.push_str(" ORDO_SIM_NO_ADOPT_GRACE=1");
-        }
-        if o.fence_counts_grace {
-            env.push_str(" ORDO_SIM_FENCE_COUNTS_GRACE=1");
-        }
-        if o.renew_while_suspecting {
-            env.push_str(" ORDO_SIM_RENEW_WHILE_SUSPECTING=1");
-        }
-        if o.resync_while_prepared {
-            env.push_str(" ORDO_SIM_RESYNC_WHILE_PREPARED=1");
-        }
-        if o.ack_renewals {
-            env.push_str(" ORDO_SIM_ACK_RENEWALS=1");
-        }
-        if o.fenced_cm_refuses {
-            env.push_str(" ORDO_SIM_FENCED_CM_REFUSES=1");
-        }
-        if o.await_renewals {
-            env.push_str(" ORDO_SIM_AWAIT_RENEWALS=1");
+        let flags = [
+            (o.lossy_leases, "LOSSY_LEASES"),
+            (o.no_cm_fence, "NO_CM_FENCE"),
+            (o.retry_loses_cm_change, "RETRY_LOSES_CM_CHANGE"),
+            (o.no_adopt_grace, "NO_ADOPT_GRACE"),
+            (o.fence_counts_grace, "FENCE_COUNTS_GRACE"),
+            (o.renew_while_suspecting, "RENEW_WHILE_SUSPECTING"),
+            (o.resync_while_prepared, "RESYNC_WHILE_PREPARED"),
+            (o.ack_renewals, "ACK_RENEWALS"),
+            (o.fenced_cm_refuses, "FENCED_CM_REFUSES"),
+            (o.await_renewals, "AWAIT_RENEWALS"),
+        ];
+        for (_, name) in flags.iter().filter(|(on, _)| *on) {
+            env.push_str(&format!(" ORDO_SIM_{name}=1"));
         }
         if let Some(l) = o.late_check_max_nanos {
             env.push_str(&format!(" ORDO_SIM_LATE_CHECK_MAX_NS={l}"));
