@@ -1921,7 +1921,7 @@ fn recover(
             tracing::warn!(node = shared.id, attempt, error = %e, "recovery query failed");
             continue;
         }
-        let decisions = recovery::decide(before, &states);
+        let decisions = recovery::decide(before, dead, &states);
         let commits = decisions.iter().filter(|d| d.commit.is_some()).count();
         let words = recovery::encode_decisions(&decisions);
         let mut delivered = true;

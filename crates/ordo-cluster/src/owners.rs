@@ -11,7 +11,7 @@
 //! | LOCK | `Lock` → `Done` / `Declined` | the primary |
 //! | VALIDATE | `Validate` → `Done` / `Declined` | the primary |
 //! | COMMIT-BACKUP | `CommitBackup` → `Done` | every backup of the region, concurrently |
-//! | COMMIT-PRIMARY | `CommitPrimary`, one-way (the objects stay locked until installed) | the primary |
+//! | COMMIT-PRIMARY | `CommitPrimary`, one-way (the objects stay locked until installed); the attempt's first is a call → `Done` when this node backs up a region the attempt writes or no other node holds a record of it (see `crate::recovery`) | the primary that took the LOCK |
 //! | TRUNCATE | piggybacked on the next `CommitBackup` to that backup, or a one-way `Truncate` within [`TRUNCATE_FLUSH`] (a call, acknowledged, from [`RemoteOwners::flush`]) | every backup |
 //! | ABORT | `Abort` → `Done` | the primary |
 //!
@@ -250,6 +250,8 @@ struct Attempt {
     locked: Vec<(u16, NodeId)>,
     regions: Vec<u16>,
     sent: Vec<(u16, Vec<NodeId>)>,
+    /// A COMMIT-PRIMARY of the attempt was acknowledged (see `commit_primary`).
+    primary_acked: bool,
 }
 
 thread_local! {
@@ -813,6 +815,13 @@ impl Remote for RemoteOwners {
     /// primary keeps the objects locked until it installs them, so a reader that comes first
     /// aborts and retries rather than seeing the old version. The coordinator does not wait for
     /// the install; a primary that cannot install logs it (its recovery is Cluster III's).
+    ///
+    /// Except once per attempt when the records alone may not prove the commit after this
+    /// node's crash: when it backs up a region the attempt writes (its crash takes that
+    /// region's record), or when no other node holds a record of the attempt (every region it
+    /// writes lost its backups). Then the first COMMIT-PRIMARY is a call, and the commit is
+    /// reported only after a primary installed: its evidence commits the transaction in
+    /// recovery (`crate::recovery`'s module docs).
     fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error> {
         let step = ParticipantStep::CommitPrimary;
         let node = match self.locked_at(tx, region) {
@@ -820,6 +829,18 @@ impl Remote for RemoteOwners {
             None => self.primary(region, step)?,
         };
         let body = Body::CommitPrimary { tx, region, wts: wts.as_nanos() };
+        let must_ack = with_attempt(self.attempt_id(tx), |a| {
+            let backs_up = a.sent.iter().any(|(_, backups)| backups.contains(&self.me));
+            let recorded_elsewhere =
+                a.sent.iter().any(|(_, backups)| backups.iter().any(|&b| b != self.me));
+            !a.primary_acked && (backs_up || !recorded_elsewhere)
+        });
+        if must_ack {
+            let reply = self.call(node, region, step, body, Order::Follows(tx))?;
+            Self::expect_done(reply, region, step)?;
+            with_attempt(self.attempt_id(tx), |a| a.primary_acked = true);
+            return Ok(());
+        }
         let sent = self.polled(node).and_then(|conn| match conn.claim() {
             Some(claim) => Self::blocking(|| claim.send(body)),
             None => self.block_on(async move { self.pool.get(node).await?.send(body).await }),

@@ -27,12 +27,26 @@
 //!    both happen only when the coordinator decided to abort.
 //! 3. **Otherwise, commit iff every region the transaction writes still has its part** — a
 //!    record at some survivor (each record lists every region the transaction writes), or, for a
-//!    region that has no backups, the lock at its surviving primary. A coordinator reports a
-//!    commit only after every backup of every region acknowledged, and no region loses all its
-//!    replicas (the plan refuses that), so a transaction a client saw commit always passes. A
-//!    transaction that fails it never reached its commit point: nothing of it was installed
-//!    (COMMIT-PRIMARY comes after the commit point), so aborting it is safe.
+//!    region none of whose backups survived (or that has none), the lock at its surviving
+//!    primary (a locked part holds the new values, and no backup is left to diverge from
+//!    it). A coordinator reports a commit only after every backup of every region acknowledged,
+//!    and no region loses all its replicas (the plan refuses that), so a transaction a client
+//!    saw commit passes — provided some record survives, which rule 4 needs. A transaction that
+//!    fails it never reached its commit point: nothing of it was installed (COMMIT-PRIMARY comes
+//!    after the commit point), so aborting it is safe.
 //! 4. A transaction with locks and no record at all aborts (it never got to COMMIT-BACKUP).
+//!
+//! **When the records may not prove a commit.** A coordinator that backs up a region it
+//! writes holds one of the transaction's records itself, and with one backup per region its
+//! crash takes the region's only record; a transaction that writes only regions which lost
+//! their backups (a failover degraded them, re-replication has not restored them) has no
+//! record at all. Either way rule 4 would abort a transaction the client saw commit. So such a
+//! coordinator does not report a commit before one COMMIT-PRIMARY at another node was
+//! acknowledged (FaRM §4's "at least one hardware ack", paid only in these cases): that
+//! primary's `Installed` evidence then commits the transaction by rule 1 (`owners.rs`). Rule
+//! 3's lock clause and this wait were both found by the data-path simulation
+//! (`crate::sim::data`) as acknowledged writes lost when a coordinator crashed with its
+//! COMMIT-PRIMARYs still queued.
 //!
 //! Rule 1 is what the evidence is for: a coordinator that died between TRUNCATE of one region
 //! and COMMIT-PRIMARY of another leaves one region's record applied (gone) and the other's
@@ -79,9 +93,14 @@ struct Tally {
 }
 
 /// The vote (see the module docs) over every survivor's state. `before` is the configuration
-/// the transactions ran under (for which regions had backups). Returns one decision per
-/// transaction that any survivor holds a record or a lock of, in (coordinator, attempt) order.
-pub fn decide(before: &ClusterConfig, states: &[RecoveryState]) -> Vec<Decision> {
+/// the transactions ran under (for which regions had backups), `removed` the members it lost
+/// (and the dead clients: they back up nothing). Returns one decision per transaction that any
+/// survivor holds a record or a lock of, in (coordinator, attempt) order.
+pub fn decide(
+    before: &ClusterConfig,
+    removed: &[NodeId],
+    states: &[RecoveryState],
+) -> Vec<Decision> {
     let mut txs: BTreeMap<(u64, u64), Tally> = BTreeMap::new();
     for state in states {
         for r in &state.records {
@@ -109,12 +128,14 @@ pub fn decide(before: &ClusterConfig, states: &[RecoveryState]) -> Vec<Decision>
             }
         }
     }
-    let unreplicated = |region: u16| {
+    // A region none of whose backups survived (or that had none): its primary's lock is the
+    // only copy of the part left.
+    let no_backup_left = |region: u16| {
         before
             .regions
             .iter()
             .find(|r| r.region == u32::from(region))
-            .is_some_and(|r| r.backups.is_empty())
+            .is_some_and(|r| r.backups.iter().all(|b| removed.contains(b)))
     };
     txs.into_iter()
         .map(|((coordinator, tx), t)| {
@@ -123,10 +144,9 @@ pub fn decide(before: &ClusterConfig, states: &[RecoveryState]) -> Vec<Decision>
             } else if t.aborted || t.recorded.is_empty() {
                 None
             } else {
-                let whole = t
-                    .regions
-                    .iter()
-                    .all(|r| t.recorded.contains(r) || (unreplicated(*r) && t.locked.contains(r)));
+                let whole = t.regions.iter().all(|r| {
+                    t.recorded.contains(r) || (no_backup_left(*r) && t.locked.contains(r))
+                });
                 if whole { t.wts } else { None }
             };
             Decision { coordinator, tx, commit }
@@ -300,7 +320,7 @@ mod tests {
             locks: vec![key(1, 1)],
             ..Default::default()
         };
-        let d = decide(&config(1), &[a, b]);
+        let d = decide(&config(1), &[], &[a, b]);
         assert_eq!(d.len(), 1);
         assert_eq!(verdict(&d, 1), Some(ts(101)));
     }
@@ -312,13 +332,13 @@ mod tests {
             locks: vec![key(2, 1)],
             ..Default::default()
         };
-        assert_eq!(verdict(&decide(&config(1), &[a]), 2), None);
+        assert_eq!(verdict(&decide(&config(1), &[], &[a]), 2), None);
     }
 
     #[test]
     fn locks_without_any_record_abort() {
         let a = RecoveryState { locks: vec![key(4, 1), key(4, 2)], ..Default::default() };
-        assert_eq!(verdict(&decide(&config(1), &[a]), 4), None);
+        assert_eq!(verdict(&decide(&config(1), &[], &[a]), 4), None);
     }
 
     /// The coordinator truncated region 3 (its record is applied and gone) and died before
@@ -331,7 +351,7 @@ mod tests {
             ..Default::default()
         };
         let b = RecoveryState { locks: vec![key(5, 1)], ..Default::default() };
-        assert_eq!(verdict(&decide(&config(1), &[a, b]), 5), Some(ts(105)));
+        assert_eq!(verdict(&decide(&config(1), &[], &[a, b]), 5), Some(ts(105)));
     }
 
     #[test]
@@ -341,7 +361,7 @@ mod tests {
             evidence: vec![seen(6, Seen::Installed, 106)],
             ..Default::default()
         };
-        assert_eq!(verdict(&decide(&config(1), &[a]), 6), Some(ts(106)));
+        assert_eq!(verdict(&decide(&config(1), &[], &[a]), 6), Some(ts(106)));
     }
 
     /// The coordinator dropped one backup's part (a COMMIT-BACKUP failed elsewhere) and died
@@ -353,7 +373,7 @@ mod tests {
             evidence: vec![seen(7, Seen::Forgotten, 0)],
             ..Default::default()
         };
-        assert_eq!(verdict(&decide(&config(1), &[a]), 7), None);
+        assert_eq!(verdict(&decide(&config(1), &[], &[a]), 7), None);
     }
 
     #[test]
@@ -362,7 +382,7 @@ mod tests {
             RecoveryState { records: vec![], locks: vec![key(8, 1), key(8, 2)], evidence: vec![] };
         // Without backups there is no record at all: nothing shows the coordinator got past
         // its LOCKs, so it aborts.
-        assert_eq!(verdict(&decide(&config(0), &[a]), 8), None);
+        assert_eq!(verdict(&decide(&config(0), &[], &[a]), 8), None);
         let mut mixed = config(1);
         mixed.regions[1].backups.clear(); // region 2 unreplicated, regions 1 and 3 replicated
         let b = RecoveryState {
@@ -370,8 +390,24 @@ mod tests {
             locks: vec![key(9, 2)],
             ..Default::default()
         };
-        assert_eq!(verdict(&decide(&mixed, std::slice::from_ref(&b)), 9), Some(ts(109)));
-        assert_eq!(verdict(&decide(&config(1), &[b]), 9), None, "region 2 has backups here");
+        assert_eq!(verdict(&decide(&mixed, &[], std::slice::from_ref(&b)), 9), Some(ts(109)));
+        assert_eq!(verdict(&decide(&config(1), &[], &[b]), 9), None, "region 2 has backups here");
+    }
+
+    /// The coordinator was region 2's only backup and died with its record after the
+    /// commit point (found by the data-path simulation): region 2's part survives only as the
+    /// lock at its primary, and it counts — no backup of region 2 is left to diverge from it.
+    #[test]
+    fn a_region_whose_backups_all_died_counts_by_its_lock() {
+        let c = config(1);
+        let lost = c.regions[1].backups.clone();
+        let b = RecoveryState {
+            records: vec![record(9, 1, &[1, 2])],
+            locks: vec![key(9, 2)],
+            ..Default::default()
+        };
+        assert_eq!(verdict(&decide(&c, &lost, std::slice::from_ref(&b)), 9), Some(ts(109)));
+        assert_eq!(verdict(&decide(&c, &[], &[b]), 9), None, "region 2's backup survives");
     }
 
     #[test]
@@ -383,7 +419,7 @@ mod tests {
         };
         let (r, l, e) = encode_state(&state);
         assert_eq!(decode_state(&r, &l, &e).unwrap(), state);
-        let decisions = decide(&config(1), std::slice::from_ref(&state));
+        let decisions = decide(&config(1), &[], std::slice::from_ref(&state));
         assert_eq!(decode_decisions(&encode_decisions(&decisions)).unwrap(), decisions);
 
         assert_eq!(decode_state(&r[..3], &l, &e).unwrap_err().what, "records");

@@ -1200,6 +1200,7 @@ impl LocalReading for SimClock {
 }
 
 mod cluster;
+pub mod data;
 mod round;
 mod workload;
 

@@ -234,6 +234,11 @@ impl<C: Clock> Ordo<C> {
     /// here in any order of `wts` but in commit order per object, and the log's marker and
     /// checkpointer need records in the order of their timestamps. The images inside carry
     /// `wts`. In `sync` mode this waits until the marker covers the record.
+    ///
+    /// Every object's slab header word goes with it, not only an allocation's: this node may
+    /// hold the slab's header from a copy it never logged (re-replication), and an object whose
+    /// slab has no header is not an object when the log is replayed after a restart (found by
+    /// the data-path simulation, `ordo_cluster::sim::data`).
     fn log_backup(
         &self,
         log: &crate::durable::log::Log,

@@ -32,11 +32,19 @@ pub enum ClusterParticipant<'a> {
         remote: &'a dyn Remote,
         /// The commit attempt's number.
         tx: u64,
+        /// The heap's participant, for a lock token it issued (see [`ClusterLocks`]).
+        local: LocalParticipant<'a>,
     },
 }
 
 /// The lock token of a [`ClusterParticipant`]: the local token, or a remote owner's (which keeps
 /// its token itself, keyed by the attempt).
+///
+/// Whether a region's primary is local is read from the placement at every step, and a failover
+/// can change it between an attempt's LOCK and its COMMIT-PRIMARY or ABORT (a backup promoted
+/// here meanwhile). The token, not the placement at that later step, says who holds the locks:
+/// COMMIT-PRIMARY and ABORT follow it (found by the data-path simulation, `ordo_cluster::sim::data`,
+/// as an `unreachable!` reached).
 #[derive(Debug)]
 #[must_use = "locks are released only by commit_primary or abort"]
 pub enum ClusterLocks {
@@ -90,7 +98,9 @@ impl Participant for ClusterParticipant<'_> {
     fn lock(&self, part: WritePart<'_>) -> Result<ClusterLocks, Error> {
         match self {
             Self::Local { local, .. } => local.lock(part).map(ClusterLocks::Local),
-            Self::Remote { remote, tx } => remote.lock(*tx, part).map(|()| ClusterLocks::Remote),
+            Self::Remote { remote, tx, .. } => {
+                remote.lock(*tx, part).map(|()| ClusterLocks::Remote)
+            }
         }
     }
 
@@ -123,7 +133,7 @@ impl Participant for ClusterParticipant<'_> {
                 local.commit_backup(part, wts)?;
                 remote.commit_backup(*tx, part, wts)
             }
-            Self::Remote { remote, tx } => remote.commit_backup(*tx, part, wts),
+            Self::Remote { remote, tx, .. } => remote.commit_backup(*tx, part, wts),
         }
     }
 
@@ -133,7 +143,7 @@ impl Participant for ClusterParticipant<'_> {
                 local.forget_backup(part, wts);
                 remote.forget_backup(*tx, part);
             }
-            Self::Remote { remote, tx } => remote.forget_backup(*tx, part),
+            Self::Remote { remote, tx, .. } => remote.forget_backup(*tx, part),
         }
     }
 
@@ -143,14 +153,10 @@ impl Participant for ClusterParticipant<'_> {
         part: WritePart<'_>,
         wts: Timestamp,
     ) -> Result<(), Error> {
-        match (self, locks) {
-            (Self::Local { local, .. }, ClusterLocks::Local(locks)) => {
-                local.commit_primary(locks, part, wts)
-            }
-            (Self::Remote { remote, tx }, ClusterLocks::Remote) => {
-                remote.commit_primary(*tx, region_of(part), wts)
-            }
-            _ => unreachable!("a lock token is given back to the participant that issued it"),
+        let (Self::Local { local, remote, tx } | Self::Remote { local, remote, tx }) = self;
+        match locks {
+            ClusterLocks::Local(locks) => local.commit_primary(locks, part, wts),
+            ClusterLocks::Remote => remote.commit_primary(*tx, region_of(part), wts),
         }
     }
 
@@ -160,20 +166,23 @@ impl Participant for ClusterParticipant<'_> {
                 local.truncate(part, wts)?;
                 remote.truncate(*tx, region_of(part), wts)
             }
-            Self::Remote { remote, tx } => remote.truncate(*tx, region_of(part), wts),
+            Self::Remote { remote, tx, .. } => remote.truncate(*tx, region_of(part), wts),
         }
     }
 
     fn abort(&self, locks: Option<ClusterLocks>, part: WritePart<'_>) -> Result<(), Error> {
-        match self {
-            Self::Local { local, .. } => {
-                let locks = match locks {
-                    Some(ClusterLocks::Local(l)) => Some(l),
-                    _ => None,
-                };
-                local.abort(locks, part)
-            }
-            Self::Remote { remote, tx } => remote.abort(*tx, part),
+        // The token, when there is one, says who holds the locks (see `ClusterLocks`).
+        match (self, locks) {
+            (
+                Self::Local { local, .. } | Self::Remote { local, .. },
+                Some(ClusterLocks::Local(l)),
+            ) => local.abort(Some(l), part),
+            (
+                Self::Local { remote, tx, .. } | Self::Remote { remote, tx, .. },
+                Some(ClusterLocks::Remote),
+            ) => remote.abort(*tx, part),
+            (Self::Local { local, .. }, None) => local.abort(None, part),
+            (Self::Remote { remote, tx, .. }, None) => remote.abort(*tx, part),
         }
     }
 }
@@ -192,7 +201,7 @@ impl<'a> ClusterSet<'a> {
     pub(crate) fn new(local: LocalParticipant<'a>, hook: &'a dyn Remote, tx: u64) -> Self {
         ClusterSet {
             local: ClusterParticipant::Local { local, remote: hook, tx },
-            remote: ClusterParticipant::Remote { remote: hook, tx },
+            remote: ClusterParticipant::Remote { remote: hook, tx, local },
             hook,
         }
     }

@@ -53,6 +53,7 @@ pub struct LocalLocks {
 /// Building one costs a few address computations (it is built for every read): it holds
 /// references only, and the read path's cold branches take the pieces they need by value, so the
 /// fast path never materialises it.
+#[derive(Clone, Copy)]
 pub struct LocalParticipant<'h> {
     heap: &'h Heap,
     /// Old-version memory (multi-version mode), resolved where it is used.
@@ -316,7 +317,9 @@ impl Participant for LocalParticipant<'_> {
         };
         let heap = self.heap;
         log.append_tx(slot, wts.as_nanos(), |rec| {
-            redo_record(rec, part, wts, |e| heap.slab_word(e.addr));
+            redo_record(rec, part, wts, |e| {
+                if e.kind == WriteKind::Alloc { heap.slab_word(e.addr) } else { None }
+            });
         })?;
         Ok(())
     }
@@ -375,8 +378,9 @@ impl Participant for LocalParticipant<'_> {
 }
 
 /// Fills a redo record with `part` installed at `wts`: each object's whole image (header words
-/// and payload), preceded for an allocation by its slab's header word (`slab_word`), so that
-/// recovery knows the slab's class.
+/// and payload), preceded by its slab's header word where `slab_word` gives one (the local
+/// engine: for an allocation; a backup: for every object, see `db/serve.rs`'s `log_backup`),
+/// so that recovery knows the slab's class.
 pub(crate) fn redo_record(
     rec: &mut crate::durable::format::RecordBuf,
     part: WritePart<'_>,
@@ -385,7 +389,7 @@ pub(crate) fn redo_record(
 ) {
     for e in part.entries() {
         let allocated = e.kind != WriteKind::Free;
-        if e.kind == WriteKind::Alloc {
+        if allocated {
             if let Some((slab, word)) = slab_word(e) {
                 rec.entry_words(slab.to_raw(), [word]);
             }

@@ -1,0 +1,204 @@
+//! The data-path simulation's tests: many seeds pass every check, a seed replays exactly, and
+//! each mechanism left out makes some named seed fail.
+
+use std::time::Instant;
+
+use super::*;
+
+/// Seeds of the suite's run (`ORDO_SIM_SEEDS` overrides).
+const SUITE_SEEDS: u64 = 1_000;
+
+fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// The options of `seed`, with the switch `ORDO_SIM_SKIP` names left out
+/// (`vote`, `primary-check`, `gate`, `primary-ack`).
+fn options(seed: u64, skip: &str) -> DataSimOptions {
+    let mut o = DataSimOptions::from_seed(seed);
+    match skip {
+        "" => {}
+        "vote" => o.vote_aborts_undecided = true,
+        "primary-check" => o.skip_primary_check = true,
+        "gate" => o.promote_before_resolved = true,
+        "primary-ack" => o.commit_primary_one_way = true,
+        other => {
+            panic!("ORDO_SIM_SKIP={other}: expected vote, primary-check, gate or primary-ack")
+        }
+    }
+    o
+}
+
+/// What the runs of a batch did, for the summary line.
+#[derive(Default)]
+struct Totals {
+    runs: u64,
+    crashes: u64,
+    failovers: u64,
+    restarts: u64,
+    committed: u64,
+    decided_commit: u64,
+    decided_abort: u64,
+}
+
+/// Runs `count` seeds derived from the test's `ORDO_SEED`, on two threads; panics naming every
+/// failing seed with the command that replays it.
+fn run_seeds(test: &str, count: u64) {
+    let base = ordo_seed::Seed::new(test);
+    let started = Instant::now();
+    let workers = 2u64;
+    let results: Vec<(Vec<String>, Totals)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let base = &base;
+                s.spawn(move || {
+                    let mut failures = Vec::new();
+                    let mut t = Totals::default();
+                    for i in (w..count).step_by(workers as usize) {
+                        let seed = base.derive(i);
+                        let replay = format!(
+                            "  replay: ORDO_SIM_SEED={seed} cargo test -p ordo-cluster --lib \
+                             sim::data::tests::replay_one_seed -- --nocapture"
+                        );
+                        let ran = std::panic::catch_unwind(|| run(DataSimOptions::from_seed(seed)));
+                        let run = match ran {
+                            Ok(run) => run,
+                            Err(p) => {
+                                let what = p
+                                    .downcast_ref::<String>()
+                                    .cloned()
+                                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                                    .unwrap_or_default();
+                                failures.push(format!("seed {seed} panicked: {what}\n{replay}"));
+                                continue;
+                            }
+                        };
+                        t.runs += 1;
+                        let has =
+                            |what: &str| run.events.iter().filter(|e| e.contains(what)).count();
+                        t.crashes += has("crashes") as u64;
+                        t.failovers += has("failover to") as u64;
+                        t.restarts += has("restarts after") as u64;
+                        t.committed += run.committed as u64;
+                        t.decided_commit += run.decided.0 as u64;
+                        t.decided_abort += run.decided.1 as u64;
+                        if let Err(e) = run.check() {
+                            failures.push(format!("{e}\n{replay}"));
+                        }
+                    }
+                    (failures, t)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut failures = Vec::new();
+    let mut t = Totals::default();
+    for (f, r) in results {
+        failures.extend(f);
+        t.runs += r.runs;
+        t.crashes += r.crashes;
+        t.failovers += r.failovers;
+        t.restarts += r.restarts;
+        t.committed += r.committed;
+        t.decided_commit += r.decided_commit;
+        t.decided_abort += r.decided_abort;
+    }
+    eprintln!(
+        "{test}: {count} seeds in {:.2?}: {} crashes, {} failovers, {} restarts checked, {} \
+         committed attempts, recovery decided {} commits and {} aborts",
+        started.elapsed(),
+        t.crashes,
+        t.failovers,
+        t.restarts,
+        t.committed,
+        t.decided_commit,
+        t.decided_abort
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {count} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // The runs exercise what they are for.
+    assert!(t.failovers * 10 >= t.runs * 7, "only {} failovers in {} runs", t.failovers, t.runs);
+    assert_eq!(t.failovers, t.crashes, "every crash is failed over");
+    assert_eq!(t.restarts, t.crashes, "every crashed member restarts");
+    if count >= 200 {
+        assert!(t.decided_commit > 0 && t.decided_abort > 0, "recovery decided both ways");
+    }
+}
+
+#[test]
+fn a_thousand_data_seeds_pass_every_check() {
+    let count = env_u64("ORDO_SIM_SEEDS").unwrap_or(SUITE_SEEDS);
+    run_seeds("a_thousand_data_seeds_pass_every_check", count);
+}
+
+/// `scripts/sim-long.sh data`: `ORDO_SIM_SEEDS` seeds (20,000 by default).
+#[test]
+#[ignore = "long run: scripts/sim-long.sh data"]
+fn many_data_seeds_pass_every_check() {
+    let count = env_u64("ORDO_SIM_SEEDS").unwrap_or(20_000);
+    run_seeds("many_data_seeds_pass_every_check", count);
+}
+
+/// Reruns one seed: `ORDO_SIM_SEED=<n>` (decimal or `0x` hex), printing its events;
+/// `ORDO_SIM_SKIP=vote|primary-check|gate|primary-ack` leaves a mechanism out.
+#[test]
+fn replay_one_seed() {
+    let seed = env_u64("ORDO_SIM_SEED").unwrap_or(1);
+    let skip = std::env::var("ORDO_SIM_SKIP").unwrap_or_default();
+    let mut o = options(seed, &skip);
+    o.trace = std::env::var_os("ORDO_SIM_TRACE").is_some();
+    let run = run(o);
+    for e in &run.events {
+        println!("{e}");
+    }
+    println!(
+        "{:?}: {} attempts, {} committed, recovery decided {:?} (commit, abort)",
+        run.options,
+        run.history.len(),
+        run.committed,
+        run.decided
+    );
+    run.check().unwrap();
+}
+
+/// The first seed in `0..limit` that fails with `skip` left out, if any.
+fn first_failing(skip: &str, limit: u64) -> Option<(u64, String)> {
+    (0..limit)
+        .find_map(|seed| run(options(seed, skip)).check().err().map(|e| (seed, e.to_string())))
+}
+
+/// Searches the first failing seeds for each switch (`ORDO_SIM_SEEDS` seeds, 3,000 by default).
+#[test]
+#[ignore = "search: prints the first seed each switch fails"]
+fn search_failing_seeds() {
+    let limit = env_u64("ORDO_SIM_SEEDS").unwrap_or(3_000);
+    for skip in ["vote", "primary-check", "gate", "primary-ack"] {
+        println!("{skip}: {:?}", first_failing(skip, limit));
+    }
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    for seed in [1, 5, 12] {
+        let a = run(DataSimOptions::from_seed(seed));
+        let b = run(DataSimOptions::from_seed(seed));
+        assert_eq!(a.events, b.events, "seed {seed}");
+        let strip = |h: &History| -> Vec<String> {
+            h.txns()
+                .iter()
+                .map(|t| format!("{:?} {:?} {:?}", t.process, t.ops, t.outcome))
+                .collect()
+        };
+        assert_eq!(strip(&a.history), strip(&b.history), "seed {seed}");
+    }
+}
