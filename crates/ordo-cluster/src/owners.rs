@@ -962,13 +962,18 @@ mod tests {
     }
 
     fn setup() -> (Runtimes, Server, Arc<Recorder>, Arc<RemoteOwners>) {
+        let recorder = Arc::new(Recorder::default());
+        let (runtimes, server, owners) = setup_with(recorder.clone());
+        (runtimes, server, recorder, owners)
+    }
+
+    fn setup_with<H: Handler + 'static>(handler: Arc<H>) -> (Runtimes, Server, Arc<RemoteOwners>) {
         let (node_rt, caller_rt) = (runtime(), runtime());
         let secret = Secret::from_bytes(*b"0123456789abcdef0123456789abcdef").unwrap();
         let limits = Limits { call_timeout: CALL_TIMEOUT, ..Limits::default() };
-        let recorder = Arc::new(Recorder::default());
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let server = node_rt
-            .block_on(Server::bind(any, NODE, "c", secret.clone(), limits, recorder.clone()))
+            .block_on(Server::bind(any, NODE, "c", secret.clone(), limits, handler))
             .unwrap();
         let addr = server.local_addr();
         let members = vec![Member { id: NODE, addr: addr.to_string() }];
@@ -980,7 +985,52 @@ mod tests {
         caller_rt.block_on(pool.get_polled(NODE)).unwrap();
         let handle = caller_rt.handle().clone();
         let owners = RemoteOwners::new(ME, placement, pool, handle, CALL_TIMEOUT);
-        (Runtimes { _node: node_rt, _caller: caller_rt }, server, recorder, owners)
+        (Runtimes { _node: node_rt, _caller: caller_rt }, server, owners)
+    }
+
+    /// Refuses every COMMIT-PRIMARY, counting them: a caller sees the refusal only when it
+    /// waits for the answer.
+    #[derive(Default)]
+    struct RefusesInstall(AtomicUsize);
+
+    impl Handler for RefusesInstall {
+        fn request(&self, _from: u64, body: Body) -> Body {
+            if let Body::CommitPrimary { .. } = body {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                return Body::Error { code: 1, message: "refused".into() };
+            }
+            Body::Done { flag: true }
+        }
+
+        fn one_way(&self, _from: u64, body: Body) {
+            if let Body::CommitPrimary { .. } = body {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The first COMMIT-PRIMARY of an attempt whose records alone may not prove its commit is
+    /// a call (the commit waits for one install, see `crate::recovery`); otherwise one-way.
+    #[test]
+    fn commit_primary_waits_for_an_install_when_the_records_may_not_prove_the_commit() {
+        let handler = Arc::new(RefusesInstall::default());
+        let (_rt, _server, owners) = setup_with(handler.clone());
+        let wts = Timestamp::from_nanos(5);
+        // This node backs up a region the attempt writes: its crash takes that record.
+        owners.note_sent(TX, 2, &[ME]);
+        owners.note_sent(TX, 1, &[NODE]);
+        assert!(owners.commit_primary(TX, 1, wts).is_err(), "waited, and saw the refusal");
+        // No record anywhere (the regions lost their backups).
+        owners.note_sent(TX + 1, 1, &[]);
+        assert!(owners.commit_primary(TX + 1, 1, wts).is_err());
+        // Records at another node only: one-way, the refusal unseen.
+        owners.note_sent(TX + 2, 1, &[NODE]);
+        assert!(owners.commit_primary(TX + 2, 1, wts).is_ok());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while handler.0.load(Ordering::SeqCst) < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(handler.0.load(Ordering::SeqCst), 3);
     }
 
     /// Holds the polled connection to `NODE` from another thread for `hold`.
