@@ -83,4 +83,12 @@ pub(crate) enum CliError {
     /// A flag combination that cannot work.
     #[error("{0}")]
     Usage(String),
+    /// `ordo sim`: seeds failed their checks (each printed above).
+    #[error("{failed} of {seeds} seeds failed their checks")]
+    SimFailed {
+        /// Seeds that failed.
+        failed: u64,
+        /// Seeds run.
+        seeds: u64,
+    },
 }

@@ -28,6 +28,7 @@ mod durable_cmd;
 mod error;
 mod plot;
 mod plot_results;
+mod sim_cmd;
 
 use std::process::ExitCode;
 
@@ -58,6 +59,8 @@ enum Command {
     Node(cluster_cmd::NodeArgs),
     /// A local development cluster: up, status, down.
     Cluster(cluster_cmd::ClusterArgs),
+    /// Run the cluster's deterministic simulations over many seeds, checking every history.
+    Sim(sim_cmd::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => durable_cmd::inspect(&args),
         Command::Node(args) => cluster_cmd::node(&args),
         Command::Cluster(args) => cluster_cmd::cluster(&args),
+        Command::Sim(args) => sim_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

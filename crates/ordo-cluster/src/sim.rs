@@ -106,7 +106,7 @@
 //!
 //! # What is not simulated
 //! Transaction recovery, backups and promotion of data (the store is one perfect store: only
-//! time is under test), the engine's OCC validation (there are no read-write transactions),
+//! time is under test; [`data`] simulates the data path with real engines), the engine's OCC validation (there are no read-write transactions),
 //! durable nodes and the storage seam, crashed members restarting, partitions healing, adding
 //! members, and racing initiators: one round runs at a time (the etcd compare-and-swap already
 //! lets exactly one win; the others' swaps fail on the sequence number, as they do here when
