@@ -540,6 +540,13 @@ pub struct SimOptions {
     /// A CM whose clock is disabled (fenced) grants no leases: a candidate fix `node.rs` does
     /// not have (module docs, "What remains open"); off by default.
     pub fenced_cm_refuses: bool,
+    /// A candidate fix, not in `node.rs` yet: the CM grants a lease only while a majority of
+    /// its configuration (itself and the requester included) asked within half a lease, once
+    /// a majority has asked so since it became CM, and a member prepared for a new CM
+    /// (`cm_change_acked`) renews no more with the old one — so a CM replaced while alive
+    /// stops renewing the removed members it still hears
+    /// (`gap_a_replaced_cm_keeps_a_removed_member_leased`).
+    pub quorum_grants: bool,
     /// Print what the failover does, with virtual times, on stderr (replaying a seed).
     pub trace: bool,
 }
@@ -640,6 +647,7 @@ impl SimRun {
             (o.resync_while_prepared, "RESYNC_WHILE_PREPARED"),
             (o.ack_renewals, "ACK_RENEWALS"),
             (o.fenced_cm_refuses, "FENCED_CM_REFUSES"),
+            (o.quorum_grants, "QUORUM_GRANTS"),
             (o.await_renewals, "AWAIT_RENEWALS"),
         ];
         for (_, name) in flags.iter().filter(|(on, _)| *on) {
@@ -746,6 +754,11 @@ struct NodeState {
     renewing: Option<u64>,
     /// A lease check fell due while a renewal was awaited: it runs when the renewal ends.
     check_deferred: bool,
+    /// As CM: when (local ns) each member's last lease request arrived
+    /// ([`SimOptions::quorum_grants`]).
+    asked: BTreeMap<NodeId, u64>,
+    /// As CM: a majority asked within half a lease at some point since it became CM.
+    quorum_seen: bool,
 }
 
 /// One lease as `node.rs`'s `LeaseTable` keeps it, in local ns.
@@ -890,6 +903,8 @@ impl World {
                 cm_change_acked: None,
                 renewing: None,
                 check_deferred: false,
+                asked: BTreeMap::new(),
+                quorum_seen: false,
             });
         }
         let drawn_loss_ppm = rng.range(0, LOSS_MAX_PPM);
@@ -1172,7 +1187,10 @@ impl State {
         let cm_changed = next.cm != node.config.cm;
         node.config = next.clone();
         node.leases.retain(|&p, _| p != id && next.member(p).is_some());
+        node.asked.retain(|&p, _| next.member(p).is_some());
         if cm_changed {
+            node.asked.clear();
+            node.quorum_seen = false;
             // `node.rs`: a new CM ends the wait of a member prepared for it.
             node.cm_change_acked = None;
             if next.cm == id {

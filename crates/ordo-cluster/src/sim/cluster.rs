@@ -84,6 +84,12 @@ impl World {
         if suspected && !self.options.renew_while_suspecting {
             return;
         }
+        // With quorum grants: a member prepared for a new CM (it acknowledged a NEW-CONFIG that
+        // changes the CM) renews no more with the old one, so the old CM's quorum counts only
+        // members that have not moved on.
+        if self.options.quorum_grants && st.nodes[idx(id)].cm_change_acked.is_some() {
+            return;
+        }
         // `lease_loop` awaits the renewal before it goes on: no second one meanwhile.
         if self.options.await_renewals && st.nodes[idx(id)].renewing.is_some() {
             return;
@@ -116,6 +122,21 @@ impl World {
             return;
         }
         let local = self.clock(to).local_reading();
+        if self.options.quorum_grants {
+            let node = &mut st.nodes[idx(to)];
+            node.asked.insert(from, local);
+            let heard = 1 + node
+                .config
+                .non_cms()
+                .filter(|m| node.asked.get(&m.id).is_some_and(|&at| local - at <= CM_FENCE_NANOS))
+                .count();
+            if heard * 2 > node.config.members.len() {
+                node.quorum_seen = true;
+            } else if node.quorum_seen {
+                self.trace(|| format!("{to}: no quorum, lease of {from} refused"));
+                return;
+            }
+        }
         if !self.options.ack_renewals {
             st.nodes[idx(to)]
                 .leases
