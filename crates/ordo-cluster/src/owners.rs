@@ -11,7 +11,7 @@
 //! | LOCK | `Lock` → `Done` / `Declined` | the primary |
 //! | VALIDATE | `Validate` → `Done` / `Declined` | the primary |
 //! | COMMIT-BACKUP | `CommitBackup` → `Done` | every backup of the region, concurrently |
-//! | COMMIT-PRIMARY | `CommitPrimary`, one-way (the objects stay locked until installed); the attempt's first is a call → `Done` when this node backs up a region the attempt writes or no other node holds a record of it (see `crate::recovery`) | the primary that took the LOCK |
+//! | COMMIT-PRIMARY | `CommitPrimary`, one-way (the objects stay locked until installed); the attempt's first is a call → `Done` when no other node holds a record of the attempt (see `crate::recovery`) | the primary that took the LOCK |
 //! | TRUNCATE | piggybacked on the next `CommitBackup` to that backup, or a one-way `Truncate` within [`TRUNCATE_FLUSH`] (a call, acknowledged, from [`RemoteOwners::flush`]) | every backup |
 //! | ABORT | `Abort` → `Done` | the primary |
 //!
@@ -816,12 +816,11 @@ impl Remote for RemoteOwners {
     /// aborts and retries rather than seeing the old version. The coordinator does not wait for
     /// the install; a primary that cannot install logs it (its recovery is Cluster III's).
     ///
-    /// Except once per attempt when the records alone may not prove the commit after this
-    /// node's crash: when it backs up a region the attempt writes (its crash takes that
-    /// region's record), or when no other node holds a record of the attempt (every region it
-    /// writes lost its backups). Then the first COMMIT-PRIMARY is a call, and the commit is
-    /// reported only after a primary installed: its evidence commits the transaction in
-    /// recovery (`crate::recovery`'s module docs).
+    /// Except once per attempt when no other node holds a record of it — this node is the
+    /// only backup of every region it writes, or they all lost their backups — so that the
+    /// records alone cannot prove the commit after this node's crash. Then the first
+    /// COMMIT-PRIMARY is a call, and the commit is reported only after a primary installed:
+    /// its evidence commits the transaction in recovery (`crate::recovery`'s module docs).
     fn commit_primary(&self, tx: u64, region: u16, wts: Timestamp) -> Result<(), Error> {
         let step = ParticipantStep::CommitPrimary;
         let node = match self.locked_at(tx, region) {
@@ -830,10 +829,9 @@ impl Remote for RemoteOwners {
         };
         let body = Body::CommitPrimary { tx, region, wts: wts.as_nanos() };
         let must_ack = with_attempt(self.attempt_id(tx), |a| {
-            let backs_up = a.sent.iter().any(|(_, backups)| backups.contains(&self.me));
             let recorded_elsewhere =
                 a.sent.iter().any(|(_, backups)| backups.iter().any(|&b| b != self.me));
-            !a.primary_acked && (backs_up || !recorded_elsewhere)
+            !a.primary_acked && !recorded_elsewhere
         });
         if must_ack {
             let reply = self.call(node, region, step, body, Order::Follows(tx))?;
@@ -1016,14 +1014,15 @@ mod tests {
         let handler = Arc::new(RefusesInstall::default());
         let (_rt, _server, owners) = setup_with(handler.clone());
         let wts = Timestamp::from_nanos(5);
-        // This node backs up a region the attempt writes: its crash takes that record.
+        // This node holds the only record (it is the only backup of the region written).
         owners.note_sent(TX, 2, &[ME]);
-        owners.note_sent(TX, 1, &[NODE]);
         assert!(owners.commit_primary(TX, 1, wts).is_err(), "waited, and saw the refusal");
         // No record anywhere (the regions lost their backups).
         owners.note_sent(TX + 1, 1, &[]);
         assert!(owners.commit_primary(TX + 1, 1, wts).is_err());
-        // Records at another node only: one-way, the refusal unseen.
+        // A record at another node too: one-way, the refusal unseen (recovery commits from
+        // that record, counting the lock of the region only this node backed up).
+        owners.note_sent(TX + 2, 2, &[ME]);
         owners.note_sent(TX + 2, 1, &[NODE]);
         assert!(owners.commit_primary(TX + 2, 1, wts).is_ok());
         let deadline = Instant::now() + Duration::from_secs(5);

@@ -38,15 +38,16 @@
 //!
 //! **When the records may not prove a commit.** A coordinator that backs up a region it
 //! writes holds one of the transaction's records itself, and with one backup per region its
-//! crash takes the region's only record; a transaction that writes only regions which lost
-//! their backups (a failover degraded them, re-replication has not restored them) has no
-//! record at all. Either way rule 4 would abort a transaction the client saw commit. So such a
-//! coordinator does not report a commit before one COMMIT-PRIMARY at another node was
-//! acknowledged (FaRM §4's "at least one hardware ack", paid only in these cases): that
-//! primary's `Installed` evidence then commits the transaction by rule 1 (`owners.rs`). Rule
-//! 3's lock clause and this wait were both found by the data-path simulation
-//! (`crate::sim::data`) as acknowledged writes lost when a coordinator crashed with its
-//! COMMIT-PRIMARYs still queued.
+//! crash takes the region's only record: rule 3's lock clause covers that region as long as
+//! some record survives elsewhere. When none does — the coordinator was the only backup of
+//! every region written, or they all lost their backups (a failover degraded them,
+//! re-replication has not restored them) — rule 4 would abort a transaction the client saw
+//! commit. So such a coordinator does not report a commit before one COMMIT-PRIMARY at another
+//! node was acknowledged (FaRM §4's "at least one hardware ack", paid only then): that
+//! primary's `Installed` evidence commits the transaction by rule 1 (`owners.rs`). Rule 3's
+//! lock clause and this wait were both found by the data-path simulation (`crate::sim::data`)
+//! as acknowledged writes lost when a coordinator crashed with its COMMIT-PRIMARYs still
+//! queued.
 //!
 //! Rule 1 is what the evidence is for: a coordinator that died between TRUNCATE of one region
 //! and COMMIT-PRIMARY of another leaves one region's record applied (gone) and the other's

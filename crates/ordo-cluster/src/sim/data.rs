@@ -131,8 +131,8 @@ pub struct DataSimOptions {
     pub skip_primary_check: bool,
     /// A promoted backup serves its region at once, with records still pending.
     pub promote_before_resolved: bool,
-    /// Every COMMIT-PRIMARY is one-way, also from a coordinator that backs up a region its
-    /// transaction writes or whose transaction has no record at another node.
+    /// Every COMMIT-PRIMARY is one-way, also from a coordinator whose transaction has no record
+    /// at another node.
     pub commit_primary_one_way: bool,
     /// Every message and transaction outcome goes into the events.
     pub trace: bool,
@@ -1307,10 +1307,9 @@ impl Remote for SimRemote {
         let key = self.key(tx, region);
         let must_ack = !w.options.commit_primary_one_way
             && lock(&self.attempts).get(&tx).is_some_and(|a| {
-                let backs_up = a.sent.values().any(|backups| backups.contains(&self.me));
                 let recorded_elsewhere =
                     a.sent.values().any(|backups| backups.iter().any(|&b| b != self.me));
-                !a.primary_acked && (backs_up || !recorded_elsewhere)
+                !a.primary_acked && !recorded_elsewhere
             });
         if must_ack {
             w.call(self.me, to, (region, step, Role::Primary), |db| {
