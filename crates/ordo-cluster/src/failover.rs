@@ -102,6 +102,17 @@ pub enum FailoverError {
     Invalid(String),
 }
 
+/// Whether `next` keeps a strict majority of `before`'s members. A reconfiguration's retries
+/// each plan from the configuration the failed attempt swapped in, so [`plan`]'s majority rule
+/// holds only step by step; the initiator also checks every attempt against the configuration
+/// it started from (`node.rs::reconfigure`), so that a chain of failed rounds cannot end in a
+/// minority while the members it removed on the way, alive, still hold a majority of the
+/// configuration they know (found by the simulation, `crate::sim`).
+pub fn keeps_majority(before: &ClusterConfig, next: &ClusterConfig) -> bool {
+    let kept = before.members.iter().filter(|m| next.member(m.id).is_some()).count();
+    kept * 2 > before.members.len()
+}
+
 /// A planned reconfiguration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {

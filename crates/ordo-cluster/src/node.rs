@@ -87,6 +87,9 @@ pub mod codes {
     /// The sender is a client presumed dead: its transactions were recovered, and nothing more
     /// from it is served (it must reconnect under a new id).
     pub const FENCED: u16 = 8;
+    /// The CM grants no lease: a majority of its configuration has not asked for one within
+    /// half a lease (it may have been replaced while alive).
+    pub const NO_QUORUM: u16 = 9;
 }
 
 /// What went wrong starting or running a node.
@@ -195,6 +198,15 @@ pub struct NodeShared {
     /// out time above the FF the new CM starts from ([`PREPARED_MAX`] bounds the wait when the
     /// round never completes).
     cm_change_acked: Mutex<Option<Instant>>,
+    /// On the CM (failover on): when each member's last lease request arrived, for the quorum
+    /// a lease grant needs (`grant_has_quorum`).
+    lease_asked: Mutex<std::collections::HashMap<NodeId, Instant>>,
+    /// On the CM: a majority asked within half a lease at some point since it became CM; from
+    /// then on a grant needs such a majority.
+    quorum_seen: AtomicBool,
+    /// When this node last adopted a configuration that removed members: a CM-changing round
+    /// soon after waits a lease even when it removes only the old CM (`reconfigure`).
+    removed_at: Mutex<Option<Instant>>,
 }
 
 /// How long, in lease periods, a member that acknowledged a CM-changing NEW-CONFIG refuses to
@@ -295,6 +307,14 @@ impl NodeShared {
             );
         }
         let cm_changed = next.cm != guard.cm;
+        if guard.members.iter().any(|m| next.member(m.id).is_none()) {
+            *self.removed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        }
+        if cm_changed && next.cm == self.id {
+            // A new reign: the quorum of lease grants starts over (`grant_has_quorum`).
+            self.lease_asked.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            self.quorum_seen.store(false, Ordering::Release);
+        }
         if cm_changed {
             tracing::info!(
                 node = self.id,
@@ -479,6 +499,12 @@ impl Handler for NodeHandler {
                     return error_reply(
                         codes::NOT_A_MEMBER,
                         format!("node {from} is not a member"),
+                    );
+                }
+                if s.file.failover && !s.grant_has_quorum(from, Instant::now()) {
+                    return error_reply(
+                        codes::NO_QUORUM,
+                        format!("CM {} has not heard from a majority for half a lease", s.id),
                     );
                 }
                 // The member's lease is renewed when its LeaseAck shows the grant reached it
@@ -932,6 +958,32 @@ impl NodeShared {
     }
 
     /// `None` if this node is `region`'s primary, else the `NOT_OWNER` reply.
+    /// Whether the CM may grant `from` a lease now: once a majority of its configuration
+    /// (itself and `from` included) has asked within half a lease since it became CM, only
+    /// while such a majority has. A CM replaced while alive, still hearing a removed member,
+    /// so stops renewing that member's lease — the new CM's lease wait assumes it runs out
+    /// (found by the simulation: `crate::sim`'s `quorum_grants`). A two-member configuration
+    /// never refuses: the requester and the CM are its majority.
+    fn grant_has_quorum(&self, from: NodeId, now: Instant) -> bool {
+        let config = self.config();
+        let window = self.file.lease() / 2;
+        let mut asked = self.lease_asked.lock().unwrap_or_else(|p| p.into_inner());
+        asked.insert(from, now);
+        asked.retain(|id, _| config.member(*id).is_some());
+        let heard = 1 + config
+            .non_cms()
+            .filter(|m| {
+                asked.get(&m.id).is_some_and(|&at| now.saturating_duration_since(at) <= window)
+            })
+            .count();
+        if heard * 2 > config.members.len() {
+            self.quorum_seen.store(true, Ordering::Release);
+            true
+        } else {
+            !self.quorum_seen.load(Ordering::Acquire)
+        }
+    }
+
     fn not_primary(&self, region: u16) -> Option<Body> {
         (self.placement.primary(region) != Some(self.id)).then(|| {
             error_reply(
@@ -1076,6 +1128,9 @@ impl Node {
             cm_fenced: AtomicBool::new(false),
             cm_change_acked: Mutex::new(None),
             lease_asks: Mutex::new(std::collections::HashMap::new()),
+            lease_asked: Mutex::new(std::collections::HashMap::new()),
+            quorum_seen: AtomicBool::new(false),
+            removed_at: Mutex::new(None),
         });
         let weak: std::sync::Weak<dyn LocalBackup> = Arc::downgrade(&shared) as _;
         owners.set_local(weak);
@@ -1449,7 +1504,14 @@ async fn lease_loop(shared: Arc<NodeShared>, secret: Secret, limits: Limits) {
             // would end the CM's fence while the member is removing it.
             let suspected =
                 shared.file.failover && shared.leases().get(config.cm).is_some_and(|l| l.expired);
-            if now >= next_renew && !suspected {
+            // Nor does a member prepared for a new CM (`cm_change_acked`): the old CM's quorum
+            // of lease requests (`grant_has_quorum`) counts only members that have not moved on.
+            let prepared = shared
+                .cm_change_acked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|at| at.elapsed() < shared.file.lease() * PREPARED_MAX);
+            if now >= next_renew && !suspected && !prepared {
                 next_renew = now + tick;
                 renew_once(&shared, &peer, config.seq, config.cm, call_timeout).await;
             }
@@ -1766,6 +1828,23 @@ fn reconfigure(shared: &NodeShared, mut removed: std::collections::BTreeSet<Node
         if cm_change_pending {
             plan.cm_changed = true;
             plan.lease_wait = true;
+        }
+        if !failover::keeps_majority(&before, &plan.next) {
+            tracing::error!(
+                node = shared.id,
+                seq = plan.next.seq,
+                before = before.seq,
+                "cannot reconfigure: the retry keeps no majority of the configuration it started from"
+            );
+            return;
+        }
+        if plan.cm_changed && !plan.lease_wait {
+            // A member that an earlier round removed while it was alive may still hold a lease
+            // from the old CM: wait it out too (found by the simulation: `wait_after_removal`).
+            let removed_at = *shared.removed_at.lock().unwrap_or_else(|p| p.into_inner());
+            if removed_at.is_some_and(|at| at.elapsed() < shared.file.lease() * 2) {
+                plan.lease_wait = true;
+            }
         }
         if let Err(e) = shared.net.block_on(store.swap(current.seq, &plan.next)) {
             // Another member won the race (or etcd is unreachable): its NEW-CONFIG follows.

@@ -220,13 +220,19 @@
 //!   passes every seed before 643; without it the first rejected is 134 (229, traced above,
 //!   is among the next)
 //!   (`acknowledged_renewals_close_the_lost_grant_gap`).
-//! * **Still open in `node.rs`: a CM replaced while alive keeps a removed member leased**
-//!   (lossy leases with `node.rs`'s handshake: seeds 643, 914, 1,950 and 1,964 of 2,000). The
-//!   old CM, fenced but still the CM of its own configuration, keeps renewing the lease of a
-//!   member the new configuration removed while alive, which serves on past the new CM's lease
-//!   wait. A fenced CM that grants no leases ([`SimOptions::fenced_cm_refuses`]) passes all
-//!   2,000 here, but in `node.rs` it deadlocks a two-member configuration (tried, reverted);
-//!   `gap_a_replaced_cm_keeps_a_removed_member_leased`.
+//! * **Closed in `node.rs` in session 11, modelled behind three options that are off by
+//!   default: a CM replaced while alive kept a removed member leased** (lossy leases with
+//!   `node.rs`'s handshake: seeds 643, 914, 1,950 and 1,964 of 2,000). The old CM, fenced but
+//!   still the CM of its own configuration, kept renewing the lease of a member the new
+//!   configuration removed while alive, which served on past the new CM's lease wait.
+//!   [`SimOptions::quorum_grants`] (a grant needs a majority of recent lease requests; a member
+//!   prepared for a new CM renews no more with the old one), [`SimOptions::wait_after_removal`]
+//!   (a CM-only removal soon after other removals waits a lease) and
+//!   [`SimOptions::retry_keeps_majority`] (a retry keeps a majority of the configuration the
+//!   reconfiguration started from) together pass 30,000 lossy seeds; each left out brings back
+//!   a named seed (`a_replaced_cm_keeps_no_removed_member_leased`). (A fenced CM that grants no
+//!   leases, [`SimOptions::fenced_cm_refuses`], also closed it here but deadlocked two-member
+//!   configurations in `node.rs`.)
 //! * **A grant that arrives after the suspicion ends it** (one-way delays up to 2 ms: seed 15
 //!   of the default options with `cm_change_acked`, 1,700 and 2,142 before). A divergence of
 //!   the simulation from `node.rs`: by default renewals are messages and the lease check runs
@@ -540,13 +546,24 @@ pub struct SimOptions {
     /// A CM whose clock is disabled (fenced) grants no leases: a candidate fix `node.rs` does
     /// not have (module docs, "What remains open"); off by default.
     pub fenced_cm_refuses: bool,
-    /// A candidate fix, not in `node.rs` yet: the CM grants a lease only while a majority of
-    /// its configuration (itself and the requester included) asked within half a lease, once
-    /// a majority has asked so since it became CM, and a member prepared for a new CM
-    /// (`cm_change_acked`) renews no more with the old one — so a CM replaced while alive
-    /// stops renewing the removed members it still hears
-    /// (`gap_a_replaced_cm_keeps_a_removed_member_leased`).
+    /// `node.rs` since session 11 (`grant_has_quorum`, `NO_QUORUM`): the CM grants a lease only
+    /// while a majority of its configuration (itself and the requester included) asked within
+    /// half a lease, once a majority has asked so since it became CM, and a member prepared for
+    /// a new CM (`cm_change_acked`) renews no more with the old one — so a CM replaced while
+    /// alive stops renewing the removed members it still hears
+    /// (`a_replaced_cm_keeps_no_removed_member_leased`).
     pub quorum_grants: bool,
+    /// A CM-changing round that removes only the old CM still waits a lease when this member
+    /// adopted a configuration that removed members less than two leases before
+    /// (`node.rs::reconfigure`): a member removed while alive by a round that kept the CM may
+    /// still hold a lease from it (`a_replaced_cm_keeps_no_removed_member_leased`).
+    pub wait_after_removal: bool,
+    /// A retry of a failed round is refused unless its configuration keeps a majority of the
+    /// configuration the reconfiguration started from (`node.rs::reconfigure`): each retry
+    /// removes the member that failed, and a chain of majorities of the previous attempt's
+    /// configuration can end in a minority of the members, while the old CM and the members
+    /// removed on the way, alive, are a majority of the configuration they hold.
+    pub retry_keeps_majority: bool,
     /// Print what the failover does, with virtual times, on stderr (replaying a seed).
     pub trace: bool,
 }
@@ -648,6 +665,8 @@ impl SimRun {
             (o.ack_renewals, "ACK_RENEWALS"),
             (o.fenced_cm_refuses, "FENCED_CM_REFUSES"),
             (o.quorum_grants, "QUORUM_GRANTS"),
+            (o.wait_after_removal, "WAIT_AFTER_REMOVAL"),
+            (o.retry_keeps_majority, "RETRY_KEEPS_MAJORITY"),
             (o.await_renewals, "AWAIT_RENEWALS"),
         ];
         for (_, name) in flags.iter().filter(|(on, _)| *on) {
@@ -759,6 +778,9 @@ struct NodeState {
     asked: BTreeMap<NodeId, u64>,
     /// As CM: a majority asked within half a lease at some point since it became CM.
     quorum_seen: bool,
+    /// When (local ns) this member last adopted a configuration that removed members
+    /// ([`SimOptions::wait_after_removal`]).
+    removed_at: Option<u64>,
 }
 
 /// One lease as `node.rs`'s `LeaseTable` keeps it, in local ns.
@@ -905,6 +927,7 @@ impl World {
                 check_deferred: false,
                 asked: BTreeMap::new(),
                 quorum_seen: false,
+                removed_at: None,
             });
         }
         let drawn_loss_ppm = rng.range(0, LOSS_MAX_PPM);
@@ -1185,6 +1208,9 @@ impl State {
             return;
         }
         let cm_changed = next.cm != node.config.cm;
+        if node.config.members.iter().any(|m| next.member(m.id).is_none()) {
+            node.removed_at = Some(local);
+        }
         node.config = next.clone();
         node.leases.retain(|&p, _| p != id && next.member(p).is_some());
         node.asked.retain(|&p, _| next.member(p).is_some());

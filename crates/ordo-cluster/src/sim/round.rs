@@ -26,6 +26,7 @@ impl World {
         }
         let mut carried_cm_change = false;
         self.trace(|| format!("{me} reconfigures removing {removed:?}"));
+        let before = self.st.borrow().nodes[idx(me)].config.clone();
         for _attempt in 0..RECONFIGURE_ATTEMPTS {
             let current = self.st.borrow().nodes[idx(me)].config.clone();
             let mut plan = match failover::plan(&current, &removed, me) {
@@ -35,6 +36,22 @@ impl World {
                     return;
                 }
             };
+            if self.options.retry_keeps_majority && !failover::keeps_majority(&before, &plan.next) {
+                self.trace(|| {
+                    format!("{me}: no plan: {} keeps no majority of {}", plan.next.seq, before.seq)
+                });
+                return;
+            }
+            if self.options.wait_after_removal && plan.cm_changed && !plan.lease_wait {
+                let local = self.clock(me).local_reading();
+                let recent = self.st.borrow().nodes[idx(me)]
+                    .removed_at
+                    .is_some_and(|at| local.saturating_sub(at) < 2 * LEASE_NANOS);
+                if recent {
+                    self.trace(|| format!("{me}: members removed lately: the round waits a lease"));
+                    plan.lease_wait = true;
+                }
+            }
             if carried_cm_change && !self.options.retry_loses_cm_change {
                 // As node.rs: the CM change of the failed round still has to happen, and the
                 // member removed now may still be serving.
