@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
-use ordo::remote::{PartWire, ReadAt, ReadEntry, Refusal, Remote, TxKey, WritePart};
+use ordo::remote::{PartWire, ReadAt, ReadEntry, Refusal, Remote, TxKey, WriteKind, WritePart};
 use ordo::{Addr, Error, ParticipantFailure, ParticipantStep};
 use ordo_clock::Timestamp;
 
@@ -208,6 +208,9 @@ pub struct RemoteOwners {
     next_home: AtomicU64,
     /// Network round trips issued (one per call; a concurrent fan-out counts each).
     pub round_trips: AtomicU64,
+    /// Slots reserved at other nodes and not consumed yet by a LOCK, release or ABORT
+    /// (`Remote::take_remote_reservation`).
+    reserved: Mutex<std::collections::HashSet<Addr>>,
     /// Calls in flight from this process's threads.
     calls_in_progress: AtomicUsize,
     /// Attempts whose LOCK or COMMIT-BACKUP to a node timed out, and on which connection: the
@@ -307,6 +310,7 @@ impl RemoteOwners {
             flushing: tokio::sync::Mutex::new(()),
             next_home: AtomicU64::new(0),
             round_trips: AtomicU64::new(0),
+            reserved: Mutex::new(std::collections::HashSet::new()),
             calls_in_progress: AtomicUsize::new(0),
             late: Mutex::new(HashMap::new()),
         });
@@ -635,16 +639,27 @@ impl Remote for RemoteOwners {
             .map_err(|_| Error::TooLarge { len_bytes, max_bytes: ordo::heap::OBJECT_BYTES_MAX })?;
         match self.call(node, region, step, Body::Reserve { len_bytes: len }, Order::Free)? {
             Body::Reserved { addr, version } => {
-                Ok((Addr::from_raw(addr), Timestamp::from_nanos(version)))
+                let addr = Addr::from_raw(addr);
+                lock(&self.reserved).insert(addr);
+                Ok((addr, Timestamp::from_nanos(version)))
             }
             other => Err(Self::unexpected(other, region, step)),
         }
+    }
+
+    fn take_remote_reservation(&self, addr: Addr) -> bool {
+        lock(&self.reserved).remove(&addr)
+    }
+
+    fn is_reserved_elsewhere(&self, addr: Addr) -> bool {
+        lock(&self.reserved).contains(&addr)
     }
 
     fn release(&self, addr: Addr) -> Result<(), Error> {
         let region = addr.region();
         let step = ParticipantStep::Abort;
         let node = self.primary(region, step)?;
+        lock(&self.reserved).remove(&addr);
         let body = Body::Release { addr: addr.to_raw() };
         let reply = self.call(node, region, step, body, Order::Free)?;
         Self::expect_done(reply, region, step).map(drop)
@@ -657,9 +672,17 @@ impl Remote for RemoteOwners {
         let node = self.primary(region, step)?;
         let seq = self.placement.seq();
         self.note_locked(tx, region, node);
+        let allocs: Vec<Addr> =
+            part.entries().iter().filter(|e| e.kind == WriteKind::Alloc).map(|e| e.addr).collect();
         let body = Body::Lock { tx, region, seq, entries: wire.entries, words: wire.words };
-        Self::expect_done(self.call(node, region, step, body, Order::First(tx))?, region, step)
-            .map(drop)
+        Self::expect_done(self.call(node, region, step, body, Order::First(tx))?, region, step)?;
+        if !allocs.is_empty() {
+            let mut reserved = lock(&self.reserved);
+            for a in &allocs {
+                reserved.remove(a);
+            }
+        }
+        Ok(())
     }
 
     fn validate(&self, reads: &[ReadEntry]) -> Result<(), Error> {
@@ -870,12 +893,18 @@ impl Remote for RemoteOwners {
             Some(node) => node,
             None => self.primary(region, step)?,
         };
-        let allocs = part
+        let allocs: Vec<u64> = part
             .entries()
             .iter()
-            .filter(|e| e.kind == ordo::remote::WriteKind::Alloc)
+            .filter(|e| e.kind == WriteKind::Alloc)
             .map(|e| e.addr.to_raw())
             .collect();
+        {
+            let mut reserved = lock(&self.reserved);
+            for &a in &allocs {
+                reserved.remove(&Addr::from_raw(a));
+            }
+        }
         let body = Body::Abort { tx, region, allocs };
         Self::expect_done(self.call(node, region, step, body, Order::Follows(tx))?, region, step)
             .map(drop)

@@ -422,6 +422,10 @@ pub(crate) struct ServeState {
     #[allow(clippy::vec_box)]
     pub(crate) workers: Mutex<Vec<Box<Worker>>>,
     pub(crate) alloc: Mutex<AllocCache>,
+    /// Slots reserved here for remote coordinators and not yet consumed by their LOCK or given
+    /// back: only these may be released or locked as allocations (a slot reserved at a
+    /// region's old primary is not one of this node's, even once it is the primary).
+    pub(crate) reserved: Mutex<std::collections::HashSet<Addr>>,
     /// What happened to recent transactions here (recovery's evidence).
     pub(crate) evidence: Mutex<EvidenceRing>,
     /// Regions this node was promoted to primary of, and when: reads of older versions there
@@ -636,6 +640,25 @@ mod tests {
         assert!(db.serve_release(a).is_err(), "an allocated object is not a reservation");
         db.serve_abort(key(4), &[slot, Addr::new(2, 64)]).unwrap();
         assert_eq!(db.serve_reserve(8).unwrap().0, slot, "the released slot is reused");
+        // Only a slot reserved here is released or locked as an allocation here: a repeated
+        // release, or one of a slot reserved at a region's old primary, is refused rather than
+        // freeing a slot twice (or another attempt's).
+        db.serve_release(slot).unwrap();
+        assert!(matches!(db.serve_release(slot), Err(Error::NotAllocated { .. })));
+        // Kind 1 (an allocation) of 8 bytes, expecting a free slot.
+        let alloc = |slot: Addr| PartWire {
+            entries: vec![slot.to_raw(), 1 | (8 << 8), EXPECT_FREE << 62],
+            words: vec![5],
+        };
+        let r = db.serve_lock(key(5), &alloc(slot));
+        assert!(matches!(r, Err(Error::Aborted(Abort::WriteConflict { .. }))), "{r:?}");
+        let (slot, _) = db.serve_reserve(8).unwrap();
+        db.serve_lock(key(6), &alloc(slot)).unwrap();
+        db.serve_abort(key(6), &[]).unwrap();
+        assert!(
+            db.serve_release(slot).is_err(),
+            "the locked part owned it, and ABORT gave it back"
+        );
     }
 
     #[test]

@@ -232,6 +232,20 @@ impl DataSimRun {
     }
 }
 
+/// The registers of the pointers, numbered apart from the keys.
+const POINTER_KEY_BASE: u64 = 1_000;
+/// Pointers per member at the start.
+const POINTERS_PER_REGION: usize = 1;
+
+/// What one client transaction does.
+#[derive(Clone, Debug)]
+enum Work {
+    /// Reads `reads` keys and writes new tags to the first `writes` of them.
+    Registers { reads: Vec<usize>, writes: usize },
+    /// Moves pointer `pointer` to a new cell allocated near key `near`, freeing the old one.
+    Move { pointer: usize, near: usize },
+}
+
 /// What a node must be of a message's region to serve it (`NodeHandler`'s checks).
 #[derive(Clone, Copy, Debug)]
 enum Role {
@@ -295,6 +309,8 @@ struct World {
     st: Mutex<State>,
     recorder: Recorder,
     keys: Mutex<Vec<Addr>>,
+    /// Objects holding the address of a cell (see [`Work::Move`]).
+    pointers: Mutex<Vec<Addr>>,
     /// The true time.
     time: Arc<AtomicU64>,
 }
@@ -380,6 +396,7 @@ impl World {
                             me: m.id,
                             world: weak.clone(),
                             attempts: Mutex::new(HashMap::new()),
+                            reserved: Mutex::new(BTreeSet::new()),
                         }),
                     }
                 })
@@ -409,6 +426,7 @@ impl World {
                 options,
                 recorder: Recorder::new(),
                 keys: Mutex::new(Vec::new()),
+                pointers: Mutex::new(Vec::new()),
                 time: time.clone(),
             }
         });
@@ -430,6 +448,7 @@ impl World {
         // no crash (the steps count from the end of the setup).
         lock(&world.st).depth = NEST_MAX;
         let mut keys = Vec::new();
+        let mut pointers = Vec::new();
         for n in &world.nodes {
             let db = world.db(n.id).ok_or("no database")?;
             for _ in 0..KEYS_PER_REGION {
@@ -438,9 +457,19 @@ impl World {
                     .map_err(|e| format!("allocating a key at node {}: {e}", n.id))?;
                 keys.push(addr);
             }
+            for _ in 0..POINTERS_PER_REGION {
+                let addr = db
+                    .run(|tx| {
+                        let cell = tx.alloc(&0u64)?;
+                        tx.alloc(&cell.to_raw())
+                    })
+                    .map_err(|e| format!("allocating a pointer at node {}: {e}", n.id))?;
+                pointers.push(addr);
+            }
         }
         world.flush();
         *lock(&world.keys) = keys;
+        *lock(&world.pointers) = pointers;
         {
             let mut st = lock(&world.st);
             st.depth = 0;
@@ -523,29 +552,36 @@ impl World {
         Some(live[i])
     }
 
-    /// One client transaction at `node`, retried on aborts up to `attempts` times. Each
-    /// attempt reads one to three keys and, two times in three, writes new values to one or two
-    /// of them.
+    /// One client transaction at `node`, retried on aborts up to `attempts` times. One in four
+    /// moves a pointer ([`Work::Move`]); the others read one to three keys and, two times in
+    /// three, write new values to one or two of them.
     fn transaction(&self, node: NodeId, attempts: u32) {
         let keys = lock(&self.keys).clone();
+        let pointers = lock(&self.pointers).clone();
         if keys.is_empty() {
             return;
         }
-        let (reads, writes) = {
+        let work = {
             let mut st = lock(&self.st);
-            let mut pool: Vec<usize> = (0..keys.len()).collect();
-            let count = st.rng.range(1, 3) as usize;
-            let mut reads = Vec::new();
-            for _ in 0..count.min(pool.len()) {
-                let i = st.rng.range(0, pool.len() as u64 - 1) as usize;
-                reads.push(pool.remove(i));
-            }
-            let writes = if st.rng.range(0, 2) == 0 {
-                0
+            if !pointers.is_empty() && st.rng.range(0, 3) == 0 {
+                let pointer = st.rng.range(0, pointers.len() as u64 - 1) as usize;
+                let near = st.rng.range(0, keys.len() as u64 - 1) as usize;
+                Work::Move { pointer, near }
             } else {
-                st.rng.range(1, reads.len().min(2) as u64) as usize
-            };
-            (reads, writes)
+                let mut pool: Vec<usize> = (0..keys.len()).collect();
+                let count = st.rng.range(1, 3) as usize;
+                let mut reads = Vec::new();
+                for _ in 0..count.min(pool.len()) {
+                    let i = st.rng.range(0, pool.len() as u64 - 1) as usize;
+                    reads.push(pool.remove(i));
+                }
+                let writes = if st.rng.range(0, 2) == 0 {
+                    0
+                } else {
+                    st.rng.range(1, reads.len().min(2) as u64) as usize
+                };
+                Work::Registers { reads, writes }
+            }
         };
         for _ in 0..attempts {
             let Some(db) = self.db(node) else { return };
@@ -554,7 +590,7 @@ impl World {
             }
             let mut rec = self.recorder.begin(node as u32);
             let id = rec.id();
-            self.trace(|| format!("node {node} begins {id:?}: reads {reads:?}, writes {writes}"));
+            self.trace(|| format!("node {node} begins {id:?}: {work:?}"));
             let mut tx = match db.begin() {
                 Ok(tx) => tx,
                 Err(_) => {
@@ -562,33 +598,7 @@ impl World {
                     return;
                 }
             };
-            let mut failed = None;
-            for &k in &reads {
-                match tx.read::<u64>(keys[k]) {
-                    Ok(v) => rec.read_register(k as u64, (v != 0).then_some(v)),
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            if failed.is_none() {
-                for &k in reads.iter().take(writes) {
-                    let tag = {
-                        let mut st = lock(&self.st);
-                        st.next_tag += 1;
-                        st.next_tag
-                    };
-                    match tx.write(keys[k], &tag) {
-                        Ok(()) => rec.write_register(k as u64, tag),
-                        Err(e) => {
-                            failed = Some(e);
-                            break;
-                        }
-                    }
-                }
-            }
-            if let Some(_e) = failed {
+            if let Err(_e) = self.body(&work, &mut tx, &mut rec, &keys, &pointers) {
                 drop(tx);
                 // Nothing was installed: reads and buffered writes only.
                 if self.alive(node) {
@@ -633,9 +643,56 @@ impl World {
         }
     }
 
+    /// A fresh tag: every value written anywhere is unique.
+    fn tag(&self) -> u64 {
+        let mut st = lock(&self.st);
+        st.next_tag += 1;
+        st.next_tag
+    }
+
+    /// The operations of one attempt, recorded as they return.
+    fn body(
+        &self,
+        work: &Work,
+        tx: &mut ordo::Tx<'_, SimClock>,
+        rec: &mut ordo_check::TxnRecorder<'_>,
+        keys: &[Addr],
+        pointers: &[Addr],
+    ) -> Result<(), Error> {
+        match work {
+            Work::Registers { reads, writes } => {
+                for &k in reads {
+                    let v = tx.read::<u64>(keys[k])?;
+                    rec.read_register(k as u64, (v != 0).then_some(v));
+                }
+                for &k in reads.iter().take(*writes) {
+                    let tag = self.tag();
+                    tx.write(keys[k], &tag)?;
+                    rec.write_register(k as u64, tag);
+                }
+            }
+            Work::Move { pointer, near } => {
+                // The pointer's value is the address of a cell holding the register's tag:
+                // a new cell replaces it and the old one is freed, so a slot handed out twice
+                // (a promoted region's rebuilt free-slot state, a reservation of a dead
+                // coordinator) shows as one register reading another's tag.
+                let cell = Addr::from_raw(tx.read::<u64>(pointers[*pointer])?);
+                let old = tx.read::<u64>(cell)?;
+                rec.read_register(POINTER_KEY_BASE + *pointer as u64, (old != 0).then_some(old));
+                let tag = self.tag();
+                let fresh = tx.alloc_near(keys[*near], &tag)?;
+                tx.write(pointers[*pointer], &fresh.to_raw())?;
+                tx.free(cell)?;
+                rec.write_register(POINTER_KEY_BASE + *pointer as u64, tag);
+            }
+        }
+        Ok(())
+    }
+
     /// Reads every key in one transaction, retrying until it commits (bounded).
     fn final_read(&self, node: NodeId) {
         let keys = lock(&self.keys).clone();
+        let pointers = lock(&self.pointers).clone();
         for _ in 0..64 {
             let Some(db) = self.db(node) else { return };
             let mut rec = self.recorder.begin(u32::MAX);
@@ -651,6 +708,16 @@ impl World {
                         ok = false;
                         break;
                     }
+                }
+            }
+            for (p, &addr) in pointers.iter().enumerate() {
+                if !ok {
+                    break;
+                }
+                let read = tx.read::<u64>(addr).and_then(|c| tx.read::<u64>(Addr::from_raw(c)));
+                match read {
+                    Ok(v) => rec.read_register(POINTER_KEY_BASE + p as u64, (v != 0).then_some(v)),
+                    Err(_) => ok = false,
                 }
             }
             if ok && tx.commit().is_ok() {
@@ -1113,6 +1180,8 @@ pub struct SimRemote {
     me: NodeId,
     world: Weak<World>,
     attempts: Mutex<HashMap<u64, Attempt>>,
+    /// Slots reserved at other members and not consumed yet (`owners.rs`'s `reserved`).
+    reserved: Mutex<BTreeSet<Addr>>,
 }
 
 impl std::fmt::Debug for SimRemote {
@@ -1186,7 +1255,19 @@ impl Remote for SimRemote {
             }
         };
         let to = Self::primary(&w, region, step)?;
-        w.call(self.me, to, (region, step, Role::Any), |db| db.serve_reserve(len_bytes))
+        let got = w.call(self.me, to, (region, step, Role::Any), |db| db.serve_reserve(len_bytes));
+        if let Ok((addr, _)) = &got {
+            lock(&self.reserved).insert(*addr);
+        }
+        got
+    }
+
+    fn take_remote_reservation(&self, addr: Addr) -> bool {
+        lock(&self.reserved).remove(&addr)
+    }
+
+    fn is_reserved_elsewhere(&self, addr: Addr) -> bool {
+        lock(&self.reserved).contains(&addr)
     }
 
     fn release(&self, addr: Addr) -> Result<(), Error> {
@@ -1194,6 +1275,7 @@ impl Remote for SimRemote {
         let step = ParticipantStep::Abort;
         let w = self.world(region, step)?;
         let to = Self::primary(&w, region, step)?;
+        lock(&self.reserved).remove(&addr);
         w.call(self.me, to, (region, step, Role::Primary), |db| db.serve_release(addr))
     }
 
@@ -1205,7 +1287,15 @@ impl Remote for SimRemote {
         let to = Self::primary(&w, region, step)?;
         lock(&self.attempts).entry(tx).or_default().locked_at.insert(region, to);
         let key = self.key(tx, region);
-        w.call(self.me, to, (region, step, Role::Primary), |db| db.serve_lock(key, &wire))
+        let locked =
+            w.call(self.me, to, (region, step, Role::Primary), |db| db.serve_lock(key, &wire));
+        if locked.is_ok() {
+            let mut reserved = lock(&self.reserved);
+            for e in part.entries().iter().filter(|e| e.kind == WriteKind::Alloc) {
+                reserved.remove(&e.addr);
+            }
+        }
+        locked
     }
 
     fn validate(&self, reads: &[ReadEntry]) -> Result<(), Error> {
@@ -1351,6 +1441,12 @@ impl Remote for SimRemote {
         };
         let allocs: Vec<Addr> =
             part.entries().iter().filter(|e| e.kind == WriteKind::Alloc).map(|e| e.addr).collect();
+        {
+            let mut reserved = lock(&self.reserved);
+            for a in &allocs {
+                reserved.remove(a);
+            }
+        }
         let key = self.key(tx, region);
         w.call(self.me, to, (region, step, Role::Primary), |db| db.serve_abort(key, &allocs))
     }

@@ -11,7 +11,7 @@ use ordo_clock::{Clock, Timestamp};
 
 use super::Ordo;
 use crate::addr::Addr;
-use crate::error::Error;
+use crate::error::{Abort, Error};
 #[cfg(doc)]
 use crate::remote::ServeState;
 use crate::remote::{
@@ -90,16 +90,22 @@ impl<C: Clock> Ordo<C> {
     pub fn serve_reserve(&self, len_bytes: usize) -> Result<(Addr, Timestamp), Error> {
         let s = self.shared();
         let addr = s.heap.reserve(&mut lock(&s.serve.alloc), len_bytes)?;
+        lock(&s.serve.reserved).insert(addr);
         let version = s.heap.object(addr).map_or(Timestamp::ZERO, |o| o.header().ts());
         Ok((addr, version))
     }
 
     /// Serves a release of a slot reserved by [`Ordo::serve_reserve`] whose transaction did not
-    /// commit it. An address that is not a reserved, unallocated slot is refused.
+    /// commit it. An address that is not a slot reserved here and unallocated is refused: a
+    /// release repeated, or of a slot reserved at this region's old primary before a failover
+    /// promoted this node (found by the data-path simulation, where it freed a slot twice).
     pub fn serve_release(&self, addr: Addr) -> Result<(), Error> {
         let s = self.shared();
         let obj = s.heap.object(addr)?;
         if obj.header().is_allocated() || obj.header().is_locked() {
+            return Err(Error::NotAllocated { addr });
+        }
+        if !lock(&s.serve.reserved).remove(&addr) {
             return Err(Error::NotAllocated { addr });
         }
         s.heap.release(addr, None);
@@ -117,6 +123,19 @@ impl<C: Clock> Ordo<C> {
         }
         let mut writes = WriteSet::default();
         part.decode(&mut writes)?;
+        // An allocation must be of a slot reserved here (see `ServeState::reserved`).
+        let allocs: Vec<Addr> = writes
+            .entries()
+            .iter()
+            .filter(|e| e.kind == WriteKind::Alloc)
+            .map(|e| e.addr)
+            .collect();
+        if let Some(&addr) = {
+            let reserved = lock(&s.serve.reserved);
+            allocs.iter().find(|a| !reserved.contains(a))
+        } {
+            return Err(Error::Aborted(Abort::WriteConflict { addr }));
+        }
         let worker = self.serve_worker()?;
         let result = {
             let p = LocalParticipant::new(&s.heap, &s.versions, &worker.local);
@@ -124,6 +143,13 @@ impl<C: Clock> Ordo<C> {
         };
         match result {
             Ok(locks) => {
+                // The locked part owns its slots now: ABORT gives them back, COMMIT-PRIMARY
+                // allocates them.
+                let mut reserved = lock(&s.serve.reserved);
+                for a in &allocs {
+                    reserved.remove(a);
+                }
+                drop(reserved);
                 lock(&s.serve.locked).insert(key, Locked { writes, locks, worker });
                 Ok(())
             }

@@ -562,6 +562,9 @@ impl<'db, C: Clock> Tx<'db, C> {
                 // A lost release leaves the slot reserved until the owner's recovery.
                 let _ = remote.release(addr);
             }
+            // Reserved at the region's old primary, before this process was promoted: not a
+            // reservation of this heap.
+            Some(remote) if remote.take_remote_reservation(addr) => {}
             _ => self.shared.heap.release(addr, None),
         }
     }

@@ -12,7 +12,7 @@ use ordo_clock::Timestamp;
 use super::{LocalLocks, LocalParticipant, Owner, Participant, Participants, ReadAt, Remote};
 use crate::addr::Addr;
 use crate::error::Error;
-use crate::txn::set::{ReadEntry, WritePart, WriteSet};
+use crate::txn::set::{ReadEntry, WriteKind, WritePart, WriteSet};
 use crate::txn::view::View;
 
 /// One owner of a cluster set: the local primary of a region, or a remote one.
@@ -97,7 +97,20 @@ impl Participant for ClusterParticipant<'_> {
 
     fn lock(&self, part: WritePart<'_>) -> Result<ClusterLocks, Error> {
         match self {
-            Self::Local { local, .. } => local.lock(part).map(ClusterLocks::Local),
+            Self::Local { local, remote, .. } => {
+                // A slot reserved at the region's old primary is not free in this heap's
+                // accounting: allocating it here would hand it out twice.
+                let elsewhere = part
+                    .entries()
+                    .iter()
+                    .find(|e| e.kind == WriteKind::Alloc && remote.is_reserved_elsewhere(e.addr));
+                if let Some(e) = elsewhere {
+                    return Err(Error::Aborted(crate::error::Abort::WriteConflict {
+                        addr: e.addr,
+                    }));
+                }
+                local.lock(part).map(ClusterLocks::Local)
+            }
             Self::Remote { remote, tx, .. } => {
                 remote.lock(*tx, part).map(|()| ClusterLocks::Remote)
             }
@@ -181,7 +194,10 @@ impl Participant for ClusterParticipant<'_> {
                 Self::Local { remote, tx, .. } | Self::Remote { remote, tx, .. },
                 Some(ClusterLocks::Remote),
             ) => remote.abort(*tx, part),
-            (Self::Local { local, .. }, None) => local.abort(None, part),
+            (Self::Local { local, remote, .. }, None) => {
+                // A slot reserved at the region's old primary is not this heap's to give back.
+                local.abort_releasing(None, part, |a| !remote.take_remote_reservation(a))
+            }
             (Self::Remote { remote, tx, .. }, None) => remote.abort(*tx, part),
         }
     }

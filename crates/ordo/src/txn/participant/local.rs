@@ -357,6 +357,20 @@ impl Participant for LocalParticipant<'_> {
     }
 
     fn abort(&self, locks: Option<LocalLocks>, part: WritePart<'_>) -> Result<(), Error> {
+        self.abort_releasing(locks, part, |_| true)
+    }
+}
+
+impl LocalParticipant<'_> {
+    /// [`Participant::abort`], giving back only the reserved slots `mine` accepts (the cluster
+    /// participant leaves out slots reserved at another primary, see
+    /// [`crate::remote::Remote::take_remote_reservation`]).
+    pub(crate) fn abort_releasing(
+        &self,
+        locks: Option<LocalLocks>,
+        part: WritePart<'_>,
+        mine: impl Fn(Addr) -> bool,
+    ) -> Result<(), Error> {
         if let Some(locks) = locks {
             // Only a participant whose LOCK succeeded can have published a lower bound.
             if let Some((log, slot)) = self.log {
@@ -369,7 +383,7 @@ impl Participant for LocalParticipant<'_> {
             arena.finish_commit(cursor);
         }
         for e in part.entries() {
-            if e.kind == WriteKind::Alloc {
+            if e.kind == WriteKind::Alloc && mine(e.addr) {
                 self.heap.release(e.addr, None);
             }
         }

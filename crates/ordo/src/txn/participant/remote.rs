@@ -36,6 +36,22 @@ pub trait Remote: Send + Sync + 'static {
     /// Gives back a slot [`Remote::reserve`] reserved, before the transaction committed.
     fn release(&self, addr: Addr) -> Result<(), Error>;
 
+    /// Whether `addr` is a slot [`Remote::reserve`] reserved at another process and no LOCK,
+    /// release or ABORT has consumed yet; forgets it. A failover can promote this process to
+    /// the primary of that slot's region meanwhile: the slot is then not a reservation of this
+    /// heap (its free-slot state was rebuilt from the headers), and an abort must not give it
+    /// back here — it could be another attempt's by now (found by the data-path simulation).
+    fn take_remote_reservation(&self, _addr: Addr) -> bool {
+        false
+    }
+
+    /// Whether `addr` is a slot reserved at another process and not consumed yet, without
+    /// forgetting it: this process, promoted to its region's primary since, must not LOCK it as
+    /// an allocation of its own heap.
+    fn is_reserved_elsewhere(&self, _addr: Addr) -> bool {
+        false
+    }
+
     /// LOCK of a remote primary's `part` (one region).
     fn lock(&self, tx: u64, part: WritePart<'_>) -> Result<(), Error>;
 
