@@ -899,7 +899,7 @@ impl Remote for RemoteOwners {
             .filter(|e| e.kind == WriteKind::Alloc)
             .map(|e| e.addr.to_raw())
             .collect();
-        {
+        if !allocs.is_empty() {
             let mut reserved = lock(&self.reserved);
             for &a in &allocs {
                 reserved.remove(&Addr::from_raw(a));

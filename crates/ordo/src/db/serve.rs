@@ -130,11 +130,11 @@ impl<C: Clock> Ordo<C> {
             .filter(|e| e.kind == WriteKind::Alloc)
             .map(|e| e.addr)
             .collect();
-        if let Some(&addr) = {
+        if !allocs.is_empty() {
             let reserved = lock(&s.serve.reserved);
-            allocs.iter().find(|a| !reserved.contains(a))
-        } {
-            return Err(Error::Aborted(Abort::WriteConflict { addr }));
+            if let Some(&addr) = allocs.iter().find(|a| !reserved.contains(a)) {
+                return Err(Error::Aborted(Abort::WriteConflict { addr }));
+            }
         }
         let worker = self.serve_worker()?;
         let result = {
@@ -145,11 +145,12 @@ impl<C: Clock> Ordo<C> {
             Ok(locks) => {
                 // The locked part owns its slots now: ABORT gives them back, COMMIT-PRIMARY
                 // allocates them.
-                let mut reserved = lock(&s.serve.reserved);
-                for a in &allocs {
-                    reserved.remove(a);
+                if !allocs.is_empty() {
+                    let mut reserved = lock(&s.serve.reserved);
+                    for a in &allocs {
+                        reserved.remove(a);
+                    }
                 }
-                drop(reserved);
                 lock(&s.serve.locked).insert(key, Locked { writes, locks, worker });
                 Ok(())
             }
