@@ -210,7 +210,7 @@ pub struct RemoteOwners {
     pub round_trips: AtomicU64,
     /// Slots reserved at other nodes and not consumed yet by a LOCK, release or ABORT
     /// (`Remote::take_remote_reservation`).
-    reserved: Mutex<std::collections::HashSet<Addr>>,
+    reserved: Reservations,
     /// Calls in flight from this process's threads.
     calls_in_progress: AtomicUsize,
     /// Attempts whose LOCK or COMMIT-BACKUP to a node timed out, and on which connection: the
@@ -310,7 +310,7 @@ impl RemoteOwners {
             flushing: tokio::sync::Mutex::new(()),
             next_home: AtomicU64::new(0),
             round_trips: AtomicU64::new(0),
-            reserved: Mutex::new(std::collections::HashSet::new()),
+            reserved: Reservations::default(),
             calls_in_progress: AtomicUsize::new(0),
             late: Mutex::new(HashMap::new()),
         });
@@ -576,6 +576,40 @@ fn read_flags(at: ReadAt) -> u8 {
     u8::from(at.check_lock) | (u8::from(at.old_versions) << 1)
 }
 
+/// The slots a process reserved at other nodes and no LOCK, release or ABORT consumed yet
+/// (`Remote::take_remote_reservation`): kept by every `Remote` implementation (this one and the
+/// data-path simulation's).
+#[derive(Debug, Default)]
+pub(crate) struct Reservations(Mutex<std::collections::HashSet<Addr>>);
+
+impl Reservations {
+    /// A reservation was made.
+    pub(crate) fn insert(&self, addr: Addr) {
+        lock(&self.0).insert(addr);
+    }
+
+    /// Forgets `addr`; whether it was held.
+    pub(crate) fn take(&self, addr: Addr) -> bool {
+        lock(&self.0).remove(&addr)
+    }
+
+    /// Whether `addr` is held.
+    pub(crate) fn holds(&self, addr: Addr) -> bool {
+        lock(&self.0).contains(&addr)
+    }
+
+    /// Forgets every allocation of `part` (consumed by its LOCK or ABORT).
+    pub(crate) fn consume(&self, part: &WritePart<'_>) {
+        let mut allocs = part.entries().iter().filter(|e| e.kind == WriteKind::Alloc).peekable();
+        if allocs.peek().is_some() {
+            let mut held = lock(&self.0);
+            for e in allocs {
+                held.remove(&e.addr);
+            }
+        }
+    }
+}
+
 impl Remote for RemoteOwners {
     #[inline]
     fn is_local_primary(&self, region: u16) -> bool {
@@ -640,7 +674,7 @@ impl Remote for RemoteOwners {
         match self.call(node, region, step, Body::Reserve { len_bytes: len }, Order::Free)? {
             Body::Reserved { addr, version } => {
                 let addr = Addr::from_raw(addr);
-                lock(&self.reserved).insert(addr);
+                self.reserved.insert(addr);
                 Ok((addr, Timestamp::from_nanos(version)))
             }
             other => Err(Self::unexpected(other, region, step)),
@@ -648,18 +682,18 @@ impl Remote for RemoteOwners {
     }
 
     fn take_remote_reservation(&self, addr: Addr) -> bool {
-        lock(&self.reserved).remove(&addr)
+        self.reserved.take(addr)
     }
 
     fn is_reserved_elsewhere(&self, addr: Addr) -> bool {
-        lock(&self.reserved).contains(&addr)
+        self.reserved.holds(addr)
     }
 
     fn release(&self, addr: Addr) -> Result<(), Error> {
         let region = addr.region();
         let step = ParticipantStep::Abort;
         let node = self.primary(region, step)?;
-        lock(&self.reserved).remove(&addr);
+        self.reserved.take(addr);
         let body = Body::Release { addr: addr.to_raw() };
         let reply = self.call(node, region, step, body, Order::Free)?;
         Self::expect_done(reply, region, step).map(drop)
@@ -672,16 +706,9 @@ impl Remote for RemoteOwners {
         let node = self.primary(region, step)?;
         let seq = self.placement.seq();
         self.note_locked(tx, region, node);
-        let allocs: Vec<Addr> =
-            part.entries().iter().filter(|e| e.kind == WriteKind::Alloc).map(|e| e.addr).collect();
         let body = Body::Lock { tx, region, seq, entries: wire.entries, words: wire.words };
         Self::expect_done(self.call(node, region, step, body, Order::First(tx))?, region, step)?;
-        if !allocs.is_empty() {
-            let mut reserved = lock(&self.reserved);
-            for a in &allocs {
-                reserved.remove(a);
-            }
-        }
+        self.reserved.consume(&part);
         Ok(())
     }
 
@@ -899,12 +926,7 @@ impl Remote for RemoteOwners {
             .filter(|e| e.kind == WriteKind::Alloc)
             .map(|e| e.addr.to_raw())
             .collect();
-        if !allocs.is_empty() {
-            let mut reserved = lock(&self.reserved);
-            for &a in &allocs {
-                reserved.remove(&Addr::from_raw(a));
-            }
-        }
+        self.reserved.consume(&part);
         let body = Body::Abort { tx, region, allocs };
         Self::expect_done(self.call(node, region, step, body, Order::Follows(tx))?, region, step)
             .map(drop)

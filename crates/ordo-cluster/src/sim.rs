@@ -1245,6 +1245,25 @@ impl LocalReading for SimClock {
 
 mod cluster;
 pub mod data;
+
+/// The seed indices `0..count` split over the test suite's two threads: `work` gets one
+/// thread's share and its results come back in thread order (the simulations' seed runs).
+#[cfg(test)]
+pub(crate) fn on_two_threads<T: Send>(
+    count: u64,
+    work: impl Fn(std::iter::StepBy<std::ops::Range<u64>>) -> T + Sync,
+) -> Vec<T> {
+    const WORKERS: u64 = 2;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let work = &work;
+                s.spawn(move || work((w..count).step_by(WORKERS as usize)))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a seed thread panicked")).collect()
+    })
+}
 mod round;
 mod workload;
 

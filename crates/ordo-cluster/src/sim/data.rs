@@ -63,6 +63,7 @@ use ordo_clock::{Clock, ClockKind, Interval, Timestamp};
 
 use super::SimRng;
 use crate::config::{ClusterConfig, Member, NodeId};
+use crate::owners::Reservations;
 use crate::{failover, recovery, rereplicate};
 
 /// How deep transactions nest inside one another's messages.
@@ -396,7 +397,7 @@ impl World {
                             me: m.id,
                             world: weak.clone(),
                             attempts: Mutex::new(HashMap::new()),
-                            reserved: Mutex::new(BTreeSet::new()),
+                            reserved: Reservations::default(),
                         }),
                     }
                 })
@@ -1180,8 +1181,8 @@ pub struct SimRemote {
     me: NodeId,
     world: Weak<World>,
     attempts: Mutex<HashMap<u64, Attempt>>,
-    /// Slots reserved at other members and not consumed yet (`owners.rs`'s `reserved`).
-    reserved: Mutex<BTreeSet<Addr>>,
+    /// Slots reserved at other members and not consumed yet.
+    reserved: Reservations,
 }
 
 impl std::fmt::Debug for SimRemote {
@@ -1257,17 +1258,17 @@ impl Remote for SimRemote {
         let to = Self::primary(&w, region, step)?;
         let got = w.call(self.me, to, (region, step, Role::Any), |db| db.serve_reserve(len_bytes));
         if let Ok((addr, _)) = &got {
-            lock(&self.reserved).insert(*addr);
+            self.reserved.insert(*addr);
         }
         got
     }
 
     fn take_remote_reservation(&self, addr: Addr) -> bool {
-        lock(&self.reserved).remove(&addr)
+        self.reserved.take(addr)
     }
 
     fn is_reserved_elsewhere(&self, addr: Addr) -> bool {
-        lock(&self.reserved).contains(&addr)
+        self.reserved.holds(addr)
     }
 
     fn release(&self, addr: Addr) -> Result<(), Error> {
@@ -1275,7 +1276,7 @@ impl Remote for SimRemote {
         let step = ParticipantStep::Abort;
         let w = self.world(region, step)?;
         let to = Self::primary(&w, region, step)?;
-        lock(&self.reserved).remove(&addr);
+        self.reserved.take(addr);
         w.call(self.me, to, (region, step, Role::Primary), |db| db.serve_release(addr))
     }
 
@@ -1290,10 +1291,7 @@ impl Remote for SimRemote {
         let locked =
             w.call(self.me, to, (region, step, Role::Primary), |db| db.serve_lock(key, &wire));
         if locked.is_ok() {
-            let mut reserved = lock(&self.reserved);
-            for e in part.entries().iter().filter(|e| e.kind == WriteKind::Alloc) {
-                reserved.remove(&e.addr);
-            }
+            self.reserved.consume(&part);
         }
         locked
     }
@@ -1441,12 +1439,7 @@ impl Remote for SimRemote {
         };
         let allocs: Vec<Addr> =
             part.entries().iter().filter(|e| e.kind == WriteKind::Alloc).map(|e| e.addr).collect();
-        {
-            let mut reserved = lock(&self.reserved);
-            for a in &allocs {
-                reserved.remove(a);
-            }
-        }
+        self.reserved.consume(&part);
         let key = self.key(tx, region);
         w.call(self.me, to, (region, step, Role::Primary), |db| db.serve_abort(key, &allocs))
     }

@@ -85,30 +85,21 @@ fn run_seeds(test: &str, count: u64) {
 fn run_seeds_with(test: &str, count: u64, options: SimOptions) {
     let base = ordo_seed::Seed::new(test);
     let started = Instant::now();
-    let workers = 2u64;
-    let results: Vec<(Vec<String>, Stats)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let base = &base;
-                s.spawn(move || {
-                    let mut failures = Vec::new();
-                    let mut stats: Stats = BTreeMap::new();
-                    for i in (w..count).step_by(workers as usize) {
-                        let seed = base.derive(i);
-                        let run = simulate(seed, options);
-                        let entry = stats.entry(format!("{:?}", run.fault)).or_default();
-                        entry.0 += 1;
-                        entry.1 += u64::from(!run.failovers.is_empty());
-                        entry.2 += run.committed() as u64;
-                        if let Err(e) = run.check() {
-                            failures.push(e.to_string());
-                        }
-                    }
-                    (failures, stats)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let results: Vec<(Vec<String>, Stats)> = super::on_two_threads(count, |share| {
+        let mut failures = Vec::new();
+        let mut stats: Stats = BTreeMap::new();
+        for i in share {
+            let seed = base.derive(i);
+            let run = simulate(seed, options);
+            let entry = stats.entry(format!("{:?}", run.fault)).or_default();
+            entry.0 += 1;
+            entry.1 += u64::from(!run.failovers.is_empty());
+            entry.2 += run.committed() as u64;
+            if let Err(e) = run.check() {
+                failures.push(e.to_string());
+            }
+        }
+        (failures, stats)
     });
     let mut failures = Vec::new();
     let mut stats: Stats = BTreeMap::new();

@@ -51,51 +51,41 @@ struct Totals {
 fn run_seeds(test: &str, count: u64) {
     let base = ordo_seed::Seed::new(test);
     let started = Instant::now();
-    let workers = 2u64;
-    let results: Vec<(Vec<String>, Totals)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let base = &base;
-                s.spawn(move || {
-                    let mut failures = Vec::new();
-                    let mut t = Totals::default();
-                    for i in (w..count).step_by(workers as usize) {
-                        let seed = base.derive(i);
-                        let replay = format!(
-                            "  replay: ORDO_SIM_SEED={seed} cargo test -p ordo-cluster --lib \
-                             sim::data::tests::replay_one_seed -- --nocapture"
-                        );
-                        let ran = std::panic::catch_unwind(|| run(DataSimOptions::from_seed(seed)));
-                        let run = match ran {
-                            Ok(run) => run,
-                            Err(p) => {
-                                let what = p
-                                    .downcast_ref::<String>()
-                                    .cloned()
-                                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                                    .unwrap_or_default();
-                                failures.push(format!("seed {seed} panicked: {what}\n{replay}"));
-                                continue;
-                            }
-                        };
-                        t.runs += 1;
-                        let has =
-                            |what: &str| run.events.iter().filter(|e| e.contains(what)).count();
-                        t.crashes += has("crashes") as u64;
-                        t.failovers += has("failover to") as u64;
-                        t.restarts += has("restarts after") as u64;
-                        t.committed += run.committed as u64;
-                        t.decided_commit += run.decided.0 as u64;
-                        t.decided_abort += run.decided.1 as u64;
-                        if let Err(e) = run.check() {
-                            failures.push(format!("{e}\n{replay}"));
-                        }
-                    }
-                    (failures, t)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let results: Vec<(Vec<String>, Totals)> = crate::sim::on_two_threads(count, |share| {
+        let mut failures = Vec::new();
+        let mut t = Totals::default();
+        for i in share {
+            let seed = base.derive(i);
+            let replay = format!(
+                "  replay: ORDO_SIM_SEED={seed} cargo test -p ordo-cluster --lib \
+                     sim::data::tests::replay_one_seed -- --nocapture"
+            );
+            let ran = std::panic::catch_unwind(|| run(DataSimOptions::from_seed(seed)));
+            let run = match ran {
+                Ok(run) => run,
+                Err(p) => {
+                    let what = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    failures.push(format!("seed {seed} panicked: {what}\n{replay}"));
+                    continue;
+                }
+            };
+            t.runs += 1;
+            let has = |what: &str| run.events.iter().filter(|e| e.contains(what)).count();
+            t.crashes += has("crashes") as u64;
+            t.failovers += has("failover to") as u64;
+            t.restarts += has("restarts after") as u64;
+            t.committed += run.committed as u64;
+            t.decided_commit += run.decided.0 as u64;
+            t.decided_abort += run.decided.1 as u64;
+            if let Err(e) = run.check() {
+                failures.push(format!("{e}\n{replay}"));
+            }
+        }
+        (failures, t)
     });
     let mut failures = Vec::new();
     let mut t = Totals::default();
