@@ -66,7 +66,8 @@ const GRACE_POSITIVE_SEEDS: u64 = 1_000;
 /// Per scenario: runs, runs with a completed failover, committed transactions.
 type Stats = BTreeMap<String, (u64, u64, u64)>;
 
-fn env_u64(name: &str) -> Option<u64> {
+/// A number from the environment, decimal or `0x` hex (both simulations' tests).
+pub(crate) fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
     let v = v.trim();
     match v.strip_prefix("0x") {

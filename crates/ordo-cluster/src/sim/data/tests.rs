@@ -4,18 +4,10 @@
 use std::time::Instant;
 
 use super::*;
+use crate::sim::tests::env_u64;
 
 /// Seeds of the suite's run (`ORDO_SIM_SEEDS` overrides).
 const SUITE_SEEDS: u64 = 1_000;
-
-fn env_u64(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    let v = v.trim();
-    match v.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => v.parse().ok(),
-    }
-}
 
 /// The options of `seed`, with the switch `ORDO_SIM_SKIP` names left out
 /// (`vote`, `primary-check`, `gate`, `primary-ack`).
