@@ -138,7 +138,18 @@ fn seeds(
             s.spawn(move || {
                 for i in (t..a.seeds).step_by(threads as usize) {
                     let seed = a.seed.wrapping_add(i);
-                    let (line, failure) = one(seed);
+                    // A panic (an engine invariant broken, e.g. with a mechanism left out) is
+                    // a failed seed, not the end of the run.
+                    let (line, failure) =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(seed)))
+                            .unwrap_or_else(|p| {
+                                let what = p
+                                    .downcast_ref::<String>()
+                                    .cloned()
+                                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                                    .unwrap_or_default();
+                                (String::from("panicked"), Some(format!("panicked: {what}")))
+                            });
                     if verbose {
                         println!("seed {seed}: {line}");
                     }
