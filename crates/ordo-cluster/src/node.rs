@@ -569,7 +569,7 @@ impl Handler for NodeHandler {
                     Err(e) => declined(&e),
                 }
             }
-            Body::Reserve { len_bytes } => match s.db.serve_reserve(len_bytes as usize) {
+            Body::Reserve { len_bytes } => match s.db.serve_reserve(from, len_bytes as usize) {
                 Ok((addr, version)) => {
                     Body::Reserved { addr: addr.to_raw(), version: version.as_nanos() }
                 }

@@ -61,8 +61,10 @@
 //! `FENCED`), so its state is final when voted on. A client that was only cut off must
 //! reconnect under a new id; its transactions in flight were decided without it.
 //!
+//! Slots a dead coordinator reserved at a survivor and never locked are given back when the
+//! survivor answers the query (`Ordo::serve_recovery_state`): nothing more from it arrives.
+//!
 //! # Not covered (yet)
-//! * Slots a dead coordinator reserved and never locked stay reserved.
 //! * Evidence older than the ring ([`ordo::remote::EVIDENCE_MAX`] entries) is forgotten.
 
 use std::collections::BTreeMap;

@@ -30,7 +30,10 @@
 //!   naming it; its worker (and so its thread slot) is held that long, nothing longer.
 //! * A slot reserved for a remote coordinator is released exactly once: by its transaction's
 //!   ABORT (through the locked part when LOCK got that far, else through the ABORT's own list),
-//!   by COMMIT-PRIMARY of a free, or by [`Ordo::serve_release`](crate::Ordo::serve_release).
+//!   by COMMIT-PRIMARY of a free, by [`Ordo::serve_release`](crate::Ordo::serve_release), or —
+//!   its coordinator dead and the slot never locked — by recovery's query
+//!   ([`Ordo::serve_recovery_state`](crate::Ordo::serve_recovery_state)). Only slots reserved
+//!   here are released or locked as allocations here.
 //! * A backup applies a part only at TRUNCATE, and never over a newer version of an object.
 //! * Every record (a `Backed` part) names the regions its transaction writes, so that the cluster's
 //!   recovery can tell whether every part of a dead coordinator's transaction survives.
@@ -422,10 +425,11 @@ pub(crate) struct ServeState {
     #[allow(clippy::vec_box)]
     pub(crate) workers: Mutex<Vec<Box<Worker>>>,
     pub(crate) alloc: Mutex<AllocCache>,
-    /// Slots reserved here for remote coordinators and not yet consumed by their LOCK or given
-    /// back: only these may be released or locked as allocations (a slot reserved at a
-    /// region's old primary is not one of this node's, even once it is the primary).
-    pub(crate) reserved: Mutex<std::collections::HashSet<Addr>>,
+    /// Slots reserved here for remote coordinators (the value: which) and not yet consumed by
+    /// their LOCK or given back: only these may be released or locked as allocations (a slot
+    /// reserved at a region's old primary is not one of this node's, even once it is the
+    /// primary), and recovery gives back those of dead coordinators.
+    pub(crate) reserved: Mutex<HashMap<Addr, u64>>,
     /// What happened to recent transactions here (recovery's evidence).
     pub(crate) evidence: Mutex<EvidenceRing>,
     /// Regions this node was promoted to primary of, and when: reads of older versions there
@@ -448,6 +452,8 @@ pub struct ServeStats {
     pub backed: usize,
     /// Backup applies that failed.
     pub apply_errors: u64,
+    /// Slots reserved for remote coordinators and not yet locked or given back.
+    pub reserved: usize,
 }
 
 #[cfg(test)]
@@ -636,10 +642,10 @@ mod tests {
         assert_eq!(db.serve_stats().locked, 0);
         db.serve_read(a, at(u64::MAX), &mut out).unwrap();
         assert_eq!(out, vec![42]);
-        let (slot, _) = db.serve_reserve(8).unwrap();
+        let (slot, _) = db.serve_reserve(7, 8).unwrap();
         assert!(db.serve_release(a).is_err(), "an allocated object is not a reservation");
         db.serve_abort(key(4), &[slot, Addr::new(2, 64)]).unwrap();
-        assert_eq!(db.serve_reserve(8).unwrap().0, slot, "the released slot is reused");
+        assert_eq!(db.serve_reserve(7, 8).unwrap().0, slot, "the released slot is reused");
         // Only a slot reserved here is released or locked as an allocation here: a repeated
         // release, or one of a slot reserved at a region's old primary, is refused rather than
         // freeing a slot twice (or another attempt's).
@@ -652,13 +658,20 @@ mod tests {
         };
         let r = db.serve_lock(key(5), &alloc(slot));
         assert!(matches!(r, Err(Error::Aborted(Abort::WriteConflict { .. }))), "{r:?}");
-        let (slot, _) = db.serve_reserve(8).unwrap();
+        let (slot, _) = db.serve_reserve(7, 8).unwrap();
         db.serve_lock(key(6), &alloc(slot)).unwrap();
         db.serve_abort(key(6), &[]).unwrap();
         assert!(
             db.serve_release(slot).is_err(),
             "the locked part owned it, and ABORT gave it back"
         );
+        // Recovery's query gives back what a dead coordinator reserved and never locked.
+        let (slot, _) = db.serve_reserve(9, 8).unwrap();
+        db.serve_reserve(7, 8).unwrap();
+        assert_eq!(db.serve_stats().reserved, 2);
+        db.serve_recovery_state(&[9]);
+        assert_eq!(db.serve_stats().reserved, 1, "coordinator 7's stays");
+        assert_eq!(db.serve_reserve(7, 8).unwrap().0, slot, "the orphaned slot is free again");
     }
 
     #[test]

@@ -37,6 +37,11 @@
 //!   time (the clock layer's own failures are [`super`]'s subject).
 //! * **Membership** changes are adopted by every member at once, as if each NEW-CONFIG round
 //!   were instantaneous ([`super`] simulates the rounds).
+//! * **The workload**: clients on live members read one to three keys and write new unique
+//!   tags to one or two of them, or (one in four) move a pointer: read it and the cell it names,
+//!   allocate a new cell near a random key (a remote RESERVE when that region is elsewhere),
+//!   repoint, free the old cell (`Work`). A slot handed out twice shows as one register
+//!   reading another's tag.
 //!
 //! # What is checked
 //! Every attempt is recorded in an `ordo-check` history (invocation before the engine begins,
@@ -44,8 +49,9 @@
 //! participant error, is `Unknown`), and a final transaction reads every key. The history
 //! must be strictly serializable: an acknowledged write lost in a failover is a later read of
 //! an older value, a cycle through a real-time edge. After the run, with every queued message
-//! delivered, each region's primary and backups must hold the same objects (digests), and a
-//! restarted member must hold every part it acknowledged.
+//! delivered, each region's primary and backups must hold the same objects (digests), no live
+//! member may hold a slot reserved for a coordinator (recovery gives back the dead ones'), and
+//! a restarted member must hold every part it acknowledged.
 //!
 //! The negative switches in [`DataSimOptions`] leave out one mechanism each; the tests name a
 //! seed at which the checks then fail.
@@ -179,6 +185,16 @@ pub enum DataSimFailure {
         region: u16,
         /// Which copies differ.
         what: String,
+    },
+    /// A member still holds slots reserved for coordinators once every transaction is done.
+    #[error("seed {seed}: node {node} still holds {held} slots reserved for coordinators")]
+    Reserved {
+        /// The seed.
+        seed: u64,
+        /// The member.
+        node: NodeId,
+        /// How many.
+        held: usize,
     },
     /// A restarted member lost a part it acknowledged, or could not be reopened.
     #[error("seed {seed}: node {node} after its restart: {what}")]
@@ -517,6 +533,24 @@ impl World {
         }
         self.flush();
         self.check_replicas();
+        self.check_reservations();
+    }
+
+    /// Once every transaction is done, no live member holds a slot reserved for a remote
+    /// coordinator: live ones locked or released theirs, and recovery gave back the dead ones'.
+    fn check_reservations(&self) {
+        let alive = lock(&self.st).alive.clone();
+        for &n in &alive {
+            let Some(db) = self.db(n) else { continue };
+            let held = db.serve_stats().reserved;
+            if held > 0 {
+                lock(&self.st).failure.get_or_insert(DataSimFailure::Reserved {
+                    seed: self.options.seed,
+                    node: n,
+                    held,
+                });
+            }
+        }
     }
 
     /// Between top-level transactions: the failover when a member crashed, then copies to new
@@ -1256,7 +1290,9 @@ impl Remote for SimRemote {
             }
         };
         let to = Self::primary(&w, region, step)?;
-        let got = w.call(self.me, to, (region, step, Role::Any), |db| db.serve_reserve(len_bytes));
+        let got = w.call(self.me, to, (region, step, Role::Any), |db| {
+            db.serve_reserve(self.me, len_bytes)
+        });
         if let Ok((addr, _)) = &got {
             self.reserved.insert(*addr);
         }

@@ -85,12 +85,16 @@ impl<C: Clock> Ordo<C> {
         LocalParticipant::new(&s.heap, &s.versions, &scratch).still_newest(read, rts, &mut words)
     }
 
-    /// Serves a remote reservation of a slot for `len_bytes` in this node's home regions.
-    /// Returns the address and the version the slot holds.
-    pub fn serve_reserve(&self, len_bytes: usize) -> Result<(Addr, Timestamp), Error> {
+    /// Serves `coordinator`'s remote reservation of a slot for `len_bytes` in this node's home
+    /// regions. Returns the address and the version the slot holds.
+    pub fn serve_reserve(
+        &self,
+        coordinator: u64,
+        len_bytes: usize,
+    ) -> Result<(Addr, Timestamp), Error> {
         let s = self.shared();
         let addr = s.heap.reserve(&mut lock(&s.serve.alloc), len_bytes)?;
-        lock(&s.serve.reserved).insert(addr);
+        lock(&s.serve.reserved).insert(addr, coordinator);
         let version = s.heap.object(addr).map_or(Timestamp::ZERO, |o| o.header().ts());
         Ok((addr, version))
     }
@@ -105,7 +109,7 @@ impl<C: Clock> Ordo<C> {
         if obj.header().is_allocated() || obj.header().is_locked() {
             return Err(Error::NotAllocated { addr });
         }
-        if !lock(&s.serve.reserved).remove(&addr) {
+        if lock(&s.serve.reserved).remove(&addr).is_none() {
             return Err(Error::NotAllocated { addr });
         }
         s.heap.release(addr, None);
@@ -132,7 +136,7 @@ impl<C: Clock> Ordo<C> {
             .collect();
         if !allocs.is_empty() {
             let reserved = lock(&s.serve.reserved);
-            if let Some(&addr) = allocs.iter().find(|a| !reserved.contains(a)) {
+            if let Some(&addr) = allocs.iter().find(|a| !reserved.contains_key(a)) {
                 return Err(Error::Aborted(Abort::WriteConflict { addr }));
             }
         }
@@ -322,10 +326,23 @@ impl<C: Clock> Ordo<C> {
     }
 
     /// What this node holds of the transactions of `coordinators` (recovery's query, see
-    /// [`crate::remote`]): the records not applied, the parts locked, and the evidence.
+    /// [`crate::remote`]): the records not applied, the parts locked, and the evidence. The
+    /// slots they reserved here and never locked are given back (they are dead or fenced:
+    /// nothing more from them arrives).
     pub fn serve_recovery_state(&self, coordinators: &[u64]) -> RecoveryState {
         let s = &self.shared().serve;
         let ours = |c: u64| coordinators.contains(&c);
+        // Slots they reserved here and never locked: nothing more from them arrives (they are
+        // dead, or fenced), so no LOCK or release will; give them back.
+        let orphans: Vec<Addr> = {
+            let mut reserved = lock(&s.reserved);
+            let orphans = reserved.iter().filter(|(_, c)| ours(**c)).map(|(a, _)| *a).collect();
+            reserved.retain(|_, c| !ours(*c));
+            orphans
+        };
+        for addr in orphans {
+            self.shared().heap.release(addr, None);
+        }
         let mut records: Vec<Record> = lock(&s.backed)
             .iter()
             .filter(|(k, _)| ours(k.coordinator))
@@ -421,6 +438,7 @@ impl<C: Clock> Ordo<C> {
             locked: lock(&s.locked).len(),
             backed: lock(&s.backed).len(),
             apply_errors: s.apply_errors.load(std::sync::atomic::Ordering::Relaxed),
+            reserved: lock(&s.reserved).len(),
         }
     }
 

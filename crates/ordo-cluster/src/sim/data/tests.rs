@@ -250,10 +250,13 @@ fn a_commit_must_survive_its_coordinator() {
 ///   promoted the region elsewhere (or to the coordinator itself): the abort freed a slot of
 ///   the promoted heap twice (a panic in a destructor: the process aborts) until only slots
 ///   reserved at a node are released or locked there (`ServeState::reserved`,
-///   `Remote::take_remote_reservation`).
+///   `Remote::take_remote_reservation`);
+/// * 8273307264710631084 loses a coordinator between a RESERVE and its LOCK: the slot stays
+///   reserved at the survivor unless recovery's query gives it back (`serve_recovery_state`).
 #[test]
 fn seeds_that_found_engine_bugs_pass() {
-    for seed in [2_380_047_482_965_254_377, 711_787_199_071_695_661, 110] {
+    for seed in [2_380_047_482_965_254_377, 711_787_199_071_695_661, 110, 8_273_307_264_710_631_084]
+    {
         run(DataSimOptions::from_seed(seed)).check().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
 }
