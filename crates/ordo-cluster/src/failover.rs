@@ -432,6 +432,24 @@ mod tests {
         (before, last_of_2, first_of_3)
     }
 
+    /// A retry's configuration must keep a majority of the one the reconfiguration started
+    /// from, not only of the previous attempt's (`node.rs::reconfigure`).
+    #[test]
+    fn a_chain_of_majorities_need_not_keep_one() {
+        let five = ClusterConfig::initial(
+            (1..=5).map(|id| Member { id, addr: format!("127.0.0.1:{}", 7000 + id) }).collect(),
+            2,
+        );
+        let mut current = five.clone();
+        for removed in [1, 3, 4] {
+            let p = plan(&current, &BTreeSet::from([removed]), 2).unwrap();
+            assert!(keeps_majority(&current, &p.next), "each step keeps a majority of the last");
+            current = p.next;
+        }
+        assert!(!keeps_majority(&five, &current), "{{2, 5}} is no majority of five");
+        assert!(keeps_majority(&five, &plan(&five, &BTreeSet::from([1, 3]), 2).unwrap().next));
+    }
+
     #[test]
     fn timestamps_increase_across_two_clock_master_failovers() {
         let (before, last_of_2, first_of_3) = two_failovers(RoundShortcuts::default());

@@ -578,35 +578,50 @@ fn read_flags(at: ReadAt) -> u8 {
 
 /// The slots a process reserved at other nodes and no LOCK, release or ABORT consumed yet
 /// (`Remote::take_remote_reservation`): kept by every `Remote` implementation (this one and the
-/// data-path simulation's).
+/// data-path simulation's). Asked about every allocation a local LOCK takes, so an empty set —
+/// the usual case — answers without its mutex.
 #[derive(Debug, Default)]
-pub(crate) struct Reservations(Mutex<std::collections::HashSet<Addr>>);
+pub(crate) struct Reservations {
+    held: Mutex<std::collections::HashSet<Addr>>,
+    /// `held.len()`, written under the mutex. Relaxed reads suffice: a reservation is asked
+    /// about by the thread of the attempt that made it.
+    count: AtomicUsize,
+}
 
 impl Reservations {
     /// A reservation was made.
     pub(crate) fn insert(&self, addr: Addr) {
-        lock(&self.0).insert(addr);
+        let mut held = lock(&self.held);
+        held.insert(addr);
+        self.count.store(held.len(), Ordering::Relaxed);
     }
 
     /// Forgets `addr`; whether it was held.
     pub(crate) fn take(&self, addr: Addr) -> bool {
-        lock(&self.0).remove(&addr)
+        if self.count.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let mut held = lock(&self.held);
+        let was = held.remove(&addr);
+        self.count.store(held.len(), Ordering::Relaxed);
+        was
     }
 
     /// Whether `addr` is held.
     pub(crate) fn holds(&self, addr: Addr) -> bool {
-        lock(&self.0).contains(&addr)
+        self.count.load(Ordering::Relaxed) > 0 && lock(&self.held).contains(&addr)
     }
 
     /// Forgets every allocation of `part` (consumed by its LOCK or ABORT).
     pub(crate) fn consume(&self, part: &WritePart<'_>) {
-        let mut allocs = part.entries().iter().filter(|e| e.kind == WriteKind::Alloc).peekable();
-        if allocs.peek().is_some() {
-            let mut held = lock(&self.0);
-            for e in allocs {
-                held.remove(&e.addr);
-            }
+        if self.count.load(Ordering::Relaxed) == 0 {
+            return;
         }
+        let mut held = lock(&self.held);
+        for e in part.entries().iter().filter(|e| e.kind == WriteKind::Alloc) {
+            held.remove(&e.addr);
+        }
+        self.count.store(held.len(), Ordering::Relaxed);
     }
 }
 
