@@ -23,7 +23,7 @@ use ordo::{Addr, Error};
 use ordo_clock::Clock;
 
 use super::Tpcc;
-use super::schema::{self, DISTRICTS, district, get, get_i, order, order_line, warehouse};
+use super::schema::{self, DISTRICTS, district, get, get_i, order, order_line, ytd};
 use crate::error::BenchError;
 
 /// One failed consistency condition.
@@ -84,16 +84,16 @@ fn condition_1<C: Clock>(
     w: u32,
     out: &mut Vec<Violation>,
 ) -> Result<(), BenchError> {
-    let wa = tpcc.warehouse_addr(w).ok_or_else(|| missing("warehouse", w, 0))?;
+    let wa = tpcc.warehouse_ytd_addr(w).ok_or_else(|| missing("warehouse", w, 0))?;
     let mut das = Vec::new();
     for d in 1..=DISTRICTS {
-        das.push(tpcc.district_addr(w, d).ok_or_else(|| missing("district", w, d))?);
+        das.push(tpcc.district_ytd_addr(w, d).ok_or_else(|| missing("district", w, d))?);
     }
     let (w_ytd, d_ytd) = tpcc.db.run(|tx| {
-        let w_ytd = tx.read_with(wa, |b| get_i(b, warehouse::YTD))?;
+        let w_ytd = tx.read_with(wa, |b| get_i(b, ytd::VALUE))?;
         let mut sum = 0i64;
         for &da in &das {
-            sum += tx.read_with(da, |b| get_i(b, district::YTD))?;
+            sum += tx.read_with(da, |b| get_i(b, ytd::VALUE))?;
         }
         Ok::<_, Error>((w_ytd, sum))
     })?;

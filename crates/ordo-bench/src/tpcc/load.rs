@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use super::random::{self, NuRand};
 use super::schema::{
     self, DISTRICTS, customer, district, history, item, order, order_line, set, set_i, set_str,
-    stock, warehouse,
+    stock, warehouse, ytd,
 };
 use super::{Tpcc, TpccConfig};
 use crate::error::BenchError;
@@ -45,8 +45,10 @@ enum Job {
 enum Loaded {
     Items(u32, Vec<Addr>),
     Stock(u32, u32, Vec<Addr>),
-    Warehouse(u32, Addr),
-    District(u32, u32, Addr, Vec<Addr>),
+    /// Warehouse, row, W_YTD.
+    Warehouse(u32, Addr, Addr),
+    /// Warehouse, district, row, D_YTD, customers.
+    District(u32, u32, Addr, Addr, Vec<Addr>),
 }
 
 /// The indexes every job writes to.
@@ -152,7 +154,9 @@ pub fn load_on<C: Clock>(
     let items_n = cfg.items as usize;
     let cpd = cfg.customers_per_district as usize;
     let mut warehouses = vec![Addr::NULL; w_n];
+    let mut warehouse_ytd = vec![Addr::NULL; w_n];
     let mut districts = vec![Addr::NULL; w_n * DISTRICTS as usize];
+    let mut district_ytd = vec![Addr::NULL; w_n * DISTRICTS as usize];
     let mut customers = vec![Addr::NULL; w_n * DISTRICTS as usize * cpd];
     let mut items = vec![Addr::NULL; items_n];
     let mut stock = vec![Addr::NULL; w_n * items_n];
@@ -166,15 +170,20 @@ pub fn load_on<C: Clock>(
                 let at = (w as usize - 1) * items_n + lo as usize - 1;
                 stock[at..at + addrs.len()].copy_from_slice(&addrs);
             }
-            Loaded::Warehouse(w, a) => warehouses[w as usize - 1] = a,
-            Loaded::District(w, d, a, cs) => {
+            Loaded::Warehouse(w, a, ytd) => {
+                warehouses[w as usize - 1] = a;
+                warehouse_ytd[w as usize - 1] = ytd;
+            }
+            Loaded::District(w, d, a, ytd, cs) => {
                 let i = (w as usize - 1) * DISTRICTS as usize + d as usize - 1;
                 districts[i] = a;
+                district_ytd[i] = ytd;
                 customers[i * cpd..(i + 1) * cpd].copy_from_slice(&cs);
             }
         }
     }
-    let all = warehouses.iter().chain(&districts).chain(&customers).chain(&items).chain(&stock);
+    let all = warehouses.iter().chain(&warehouse_ytd).chain(&districts).chain(&district_ytd);
+    let all = all.chain(&customers).chain(&items).chain(&stock);
     if all.clone().any(|a| a.is_null()) {
         return Err(BenchError::Inconsistent("loading left a row without an address".into()));
     }
@@ -182,7 +191,9 @@ pub fn load_on<C: Clock>(
         db,
         cfg: cfg.clone(),
         warehouses,
+        warehouse_ytd,
         districts,
+        district_ytd,
         customers,
         items,
         stock,
@@ -245,19 +256,18 @@ fn run_job<C: Clock>(
             Ok(Loaded::Stock(w, lo, addrs))
         }
         Job::Warehouse { w } => {
-            let addr = db.run(|tx| {
+            let (addr, ytd_addr) = db.run(|tx| {
                 let mut r = rng.clone();
                 let mut row = [0u8; warehouse::BYTES];
                 set(&mut row, warehouse::ID, u64::from(w));
                 set(&mut row, warehouse::TAX, r.random_range(0..=2000));
-                set_i(&mut row, warehouse::YTD, 30_000_000);
                 let mut s = Vec::new();
                 random::astring(&mut r, 6, 10, &mut s);
                 set_str(&mut row, warehouse::NAME, 10, &s);
                 address(&mut r, &mut row, warehouse::ADDRESS);
-                tx.alloc_bytes(&row)
+                Ok::<_, Error>((tx.alloc_bytes(&row)?, alloc_ytd(tx, 30_000_000)?))
             })?;
-            Ok(Loaded::Warehouse(w, addr))
+            Ok(Loaded::Warehouse(w, addr, ytd_addr))
         }
         Job::District { w, d } => load_district(db, cfg, ix, nurand, w, d, rng),
     }
@@ -317,19 +327,18 @@ fn load_district<C: Clock>(
     let delivered = orders - cfg.initial_new_orders();
     let cpd = cfg.customers_per_district;
     let now = now_s();
-    let district_addr = db.run(|tx| {
+    let (district_addr, ytd_addr) = db.run(|tx| {
         let mut r = rng.clone();
         let mut row = [0u8; district::BYTES];
         set(&mut row, district::ID, u64::from(d));
         set(&mut row, district::W_ID, u64::from(w));
         set(&mut row, district::TAX, r.random_range(0..=2000));
-        set_i(&mut row, district::YTD, 3_000_000);
         set(&mut row, district::NEXT_O_ID, u64::from(orders) + 1);
         let mut s = Vec::new();
         random::astring(&mut r, 6, 10, &mut s);
         set_str(&mut row, district::NAME, 10, &s);
         address(&mut r, &mut row, district::ADDRESS);
-        tx.alloc_bytes(&row)
+        Ok::<_, Error>((tx.alloc_bytes(&row)?, alloc_ytd(tx, 3_000_000)?))
     })?;
     let a_last = random::scaled_a(255, cfg.last_names(), 1000);
     let customers = batches(db, rng, 1, cpd, ROW_BATCH, |tx, r, c| {
@@ -446,5 +455,12 @@ fn load_district<C: Clock>(
         *rng = r;
         o = end + 1;
     }
-    Ok(Loaded::District(w, d, district_addr, customers))
+    Ok(Loaded::District(w, d, district_addr, ytd_addr, customers))
+}
+
+/// A W_YTD or D_YTD object holding `cents` (see [`ytd`]).
+fn alloc_ytd<C: Clock>(tx: &mut Tx<'_, C>, cents: i64) -> Result<Addr, Error> {
+    let mut obj = [0u8; ytd::BYTES];
+    set_i(&mut obj, ytd::VALUE, cents);
+    tx.alloc_bytes(&obj)
 }

@@ -230,7 +230,9 @@ pub struct Tpcc<C: Clock> {
     /// changed per run through [`run`]'s argument).
     pub cfg: TpccConfig,
     pub(crate) warehouses: Vec<Addr>,
+    pub(crate) warehouse_ytd: Vec<Addr>,
     pub(crate) districts: Vec<Addr>,
+    pub(crate) district_ytd: Vec<Addr>,
     pub(crate) customers: Vec<Addr>,
     pub(crate) items: Vec<Addr>,
     pub(crate) stock: Vec<Addr>,
@@ -250,11 +252,17 @@ impl<C: Clock> Tpcc<C> {
 
     /// The DISTRICT row of (`w`, `d`).
     pub fn district_addr(&self, w: u32, d: u32) -> Option<Addr> {
-        if d == 0 || d > schema::DISTRICTS {
-            return None;
-        }
-        let i = (w as usize).checked_sub(1)? * schema::DISTRICTS as usize + d as usize - 1;
-        self.districts.get(i).copied()
+        self.districts.get(self.district_index(w, d)?).copied()
+    }
+
+    /// The W_YTD object of warehouse `w` ([`schema::ytd`]).
+    pub fn warehouse_ytd_addr(&self, w: u32) -> Option<Addr> {
+        self.warehouse_ytd.get((w as usize).checked_sub(1)?).copied()
+    }
+
+    /// The D_YTD object of (`w`, `d`) ([`schema::ytd`]).
+    pub fn district_ytd_addr(&self, w: u32, d: u32) -> Option<Addr> {
+        self.district_ytd.get(self.district_index(w, d)?).copied()
     }
 
     /// The CUSTOMER row of (`w`, `d`, `c`).

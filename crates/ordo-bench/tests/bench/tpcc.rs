@@ -120,7 +120,7 @@ fn bump_word<C: Clock>(t: &Tpcc<C>, addr: ordo::Addr, field: usize, delta: u64) 
 #[test]
 fn corrupted_district_ytd_fails_condition_1() {
     let t = fresh();
-    bump_word(&t, t.district_addr(1, 4).unwrap(), schema::district::YTD, 1);
+    bump_word(&t, t.district_ytd_addr(1, 4).unwrap(), schema::ytd::VALUE, 1);
     expect_violation(&t, 1, None);
 }
 

@@ -123,6 +123,9 @@ pub struct Shortcuts {
     /// In strict serializable mode, do not revalidate earlier reads when a read returns a
     /// version that may postdate them (see `Tx`'s "Optimistic read timestamp").
     pub skip_read_revalidation: bool,
+    /// In strict serializable mode, move the read timestamp forward on a too-new head without
+    /// checking that the reads so far are still current (see `Tx::extend`).
+    pub skip_extension_check: bool,
     /// Do not register the read timestamp with the GC, so the GC may recycle old versions this
     /// transaction still needs.
     pub skip_registration: bool,
@@ -144,6 +147,7 @@ impl PartialEq for Shortcuts {
             && self.skip_read_lock_check == other.skip_read_lock_check
             && self.skip_validation == other.skip_validation
             && self.skip_read_revalidation == other.skip_read_revalidation
+            && self.skip_extension_check == other.skip_extension_check
             && self.skip_registration == other.skip_registration
             && self.log_after_install == other.log_after_install
             && self.hook.is_some() == other.hook.is_some()

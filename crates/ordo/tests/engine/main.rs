@@ -10,6 +10,7 @@ mod common;
 
 mod engine_api;
 mod engine_stress;
+mod extension;
 mod gc;
 mod history;
 mod layering;
