@@ -196,6 +196,8 @@ fn tpcc_refuses_bad_scale_and_reports_new_orders() {
         "1",
         "--clock",
         "logical,system",
+        "--pretouch-mb",
+        "8",
         "--json",
     ]);
     assert_eq!(out.lines().count(), 2 * 2, "threads x clocks");
@@ -203,6 +205,7 @@ fn tpcc_refuses_bad_scale_and_reports_new_orders() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(v["workload"], "tpcc");
         assert_eq!(v["variant"], "full 2w");
+        assert_eq!(v["config"]["pretouch_bytes"], 8 << 20);
         assert!(v["result"]["committed"].as_u64().unwrap() > 0);
         let metrics = v["result"]["metrics"].as_array().unwrap();
         assert!(metrics.iter().any(|m| m[0] == "new_orders_per_s" && m[1].as_f64().unwrap() > 0.0));

@@ -93,6 +93,9 @@ pub fn load_on<C: Clock>(
     load_threads: usize,
 ) -> Result<Tpcc<C>, BenchError> {
     cfg.validate()?;
+    if cfg.pretouch_bytes > 0 {
+        db.pretouch_heap(usize::try_from(cfg.pretouch_bytes).unwrap_or(usize::MAX))?;
+    }
     let mut seed_rng = SmallRng::seed_from_u64(cfg.seed);
     let nurand = NuRand::new(&mut seed_rng);
     let orders_total = cfg.warehouses as usize * DISTRICTS as usize * cfg.initial_orders() as usize;

@@ -155,6 +155,9 @@ pub struct TpccConfig {
     pub versions: Versions,
     /// Seed of the loader and the terminals' input generators.
     pub seed: u64,
+    /// Fresh heap memory to fault in before loading ([`ordo::Ordo::pretouch_heap`]); 0 leaves
+    /// it to the background prefaulter.
+    pub pretouch_bytes: u64,
 }
 
 impl Default for TpccConfig {
@@ -169,6 +172,7 @@ impl Default for TpccConfig {
             isolation: Isolation::StrictSerializable,
             versions: Versions::Single,
             seed: 1,
+            pretouch_bytes: 0,
         }
     }
 }

@@ -493,6 +493,28 @@ impl Heap {
         Ok(taken)
     }
 
+    /// Faults in fresh slabs now, on the calling thread, until at least `bytes` of them wait
+    /// for allocation (creating regions ahead of need for it); returns the fresh bytes faulted
+    /// in. See [`crate::Ordo::pretouch_heap`]. Allocation waits meanwhile (the fresh stack's
+    /// lock is held): call it before the work.
+    pub(crate) fn pretouch(&self, bytes: usize) -> Result<usize, Error> {
+        let mut fresh = lock(&self.fresh);
+        while fresh.len() * SLAB_BYTES < bytes {
+            let id = self.next_region()?;
+            self.create_region(id)?;
+            let slab_count = self.config.region_bytes / SLAB_BYTES;
+            // Below the slabs already waiting: the stack is taken from its end, in region order.
+            let ahead = (0..slab_count as u32).rev().map(|slab| SlabId { region: id as u16, slab });
+            fresh.splice(0..0, ahead);
+        }
+        for slab in fresh.iter() {
+            if let Some(region) = self.region(slab.region) {
+                region.memory.prefault(slab.slab as usize * SLAB_BYTES, SLAB_BYTES);
+            }
+        }
+        Ok(fresh.len() * SLAB_BYTES)
+    }
+
     /// Asks the prefaulter to fault `slab` in ahead of its first store.
     fn prefault(&self, slab: SlabId) {
         let Some(prefaulter) = self.prefaulter.get_or_init(prefault::Prefaulter::start) else {
@@ -848,6 +870,39 @@ mod tests {
         let a = *seen.iter().next().unwrap();
         heap.release(a, None);
         assert_eq!(heap.reserve(&mut cache, 200_000).unwrap(), a);
+    }
+
+    /// `pretouch` creates regions ahead so that at least the asked bytes of fresh slabs wait,
+    /// faults them in keeping their zeros, and allocation then takes the slabs in region order
+    /// (the ones already waiting first), creating no region until they are used up; past
+    /// `regions_max` it is `OutOfMemory`.
+    #[test]
+    fn pretouch_creates_regions_ahead_and_allocation_uses_them_in_order() {
+        let heap = Heap::new(HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 3 }).unwrap();
+        let mut cache = AllocCache::default();
+        let per_slab = GEOMETRY[class_for(200_000).unwrap()].slots;
+        let first = heap.reserve(&mut cache, 200_000).unwrap();
+        assert_eq!(slab_of(first), (0, 0));
+        assert_eq!(heap.pretouch(5 * SLAB_BYTES).unwrap(), 7 * SLAB_BYTES);
+        assert_eq!(heap.region_count(), 2);
+        for (region, slab) in [(0u16, 1usize), (1, 3)] {
+            let words = heap.region(region).unwrap().memory.words();
+            let at = slab * SLAB_BYTES / 8;
+            assert!(words[at..at + SLAB_BYTES / 8].iter().all(|w| w.load(Ordering::Relaxed) == 0));
+        }
+        let mut slabs = vec![slab_of(first)];
+        for _ in 1..8 * per_slab {
+            let s = slab_of(heap.reserve(&mut cache, 200_000).unwrap());
+            if slabs.last() != Some(&s) {
+                slabs.push(s);
+            }
+        }
+        assert_eq!(slabs, [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3)]);
+        assert_eq!(heap.region_count(), 2, "a region was created while pretouched ones waited");
+        assert!(matches!(
+            heap.pretouch(100 * SLAB_BYTES),
+            Err(Error::OutOfMemory { regions: 3, .. })
+        ));
     }
 
     /// Adopting fresh slabs asks for the ones a few adoptions ahead to be faulted in, and the
