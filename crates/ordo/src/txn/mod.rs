@@ -251,7 +251,9 @@ impl<'db, C: Clock> Tx<'db, C> {
         self.worker.as_mut().expect("a live transaction holds its worker")
     }
 
-    /// The read timestamp: every read sees the newest version at or before it.
+    /// The read timestamp: every read sees the newest version at or before it. A strictly
+    /// serializable attempt may move it forward when a read meets a newer version and every
+    /// earlier read is still current (see the module docs), so it can grow between reads.
     pub fn rts(&self) -> Timestamp {
         self.rts
     }
