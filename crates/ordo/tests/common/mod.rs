@@ -13,6 +13,16 @@ use rand::{Rng, SeedableRng, rngs::SmallRng};
 /// Values one list object can hold.
 pub const CAP: usize = 1_000;
 
+/// Records how a scripted attempt ended: committed, or aborted (a conflict); any other error
+/// fails the test.
+pub fn record_end<T>(outcome: Result<T, Error>, r: TxnRecorder<'_>) {
+    match outcome {
+        Ok(_) => r.commit(),
+        Err(Error::Aborted(_)) => r.abort(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
 /// Creates `n` empty lists.
 pub fn make_lists<C: Clock>(db: &Ordo<C>, n: usize) -> Vec<Addr> {
     db.run(|tx| (0..n).map(|_| tx.alloc_bytes(&vec![0u8; 8 * (CAP + 1)])).collect())

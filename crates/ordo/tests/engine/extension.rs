@@ -51,11 +51,7 @@ fn script(versions: Versions, reader: Options, writer_touches_0: bool) -> Histor
         r.read_list(1, &l1);
         tx.commit()
     });
-    match outcome {
-        Ok(_) => r.commit(),
-        Err(Error::Aborted(_)) => r.abort(),
-        Err(e) => panic!("{e}"),
-    }
+    common::record_end(outcome, r);
     common::final_read(&db, &lists, &rec);
     rec.history()
 }

@@ -151,11 +151,7 @@ fn torn_read_on<C: Clock>(
             read_recorded(&mut tx, &mut r, lists, 1)?;
             tx.commit()
         });
-        match outcome {
-            Ok(_) => r.commit(),
-            Err(Error::Aborted(_)) => r.abort(),
-            Err(e) => panic!("{e}"),
-        }
+        common::record_end(outcome, r);
     });
     rec.history()
 }
@@ -226,11 +222,7 @@ fn write_skew(shortcuts: Shortcuts) -> ordo_check::History {
     append_recorded(&mut t1, &mut r1, &lists, 0, 10).unwrap();
     append_recorded(&mut t2, &mut r2, &lists, 1, 20).unwrap();
     for (t, r) in [(t1, r1), (t2, r2)] {
-        match t.commit() {
-            Ok(_) => r.commit(),
-            Err(Error::Aborted(_)) => r.abort(),
-            Err(e) => panic!("{e}"),
-        }
+        common::record_end(t.commit(), r);
     }
     common::final_read(&db, &lists, &rec);
     rec.history()
