@@ -121,6 +121,15 @@ where
     let aborted: u64 = aborts.iter().map(|(_, n)| n).sum();
     let commits_rw = after.commits - stats_before.commits;
     let wait = after.write_wait_ns - stats_before.write_wait_ns;
+    // The engine's ways of not aborting, when they happened (see `ordo::Stats`).
+    let metrics = [
+        ("extensions", after.extensions - stats_before.extensions),
+        ("locked_read_waits", after.locked_read_waits - stats_before.locked_read_waits),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(name, n)| (name.to_string(), n as f64))
+    .collect();
     RunStats {
         threads,
         elapsed_s: elapsed.as_secs_f64(),
@@ -134,7 +143,7 @@ where
             p999_ns: hist.value_at_quantile(0.999),
         },
         write_wait_ns_per_commit: wait as f64 / commits_rw.max(1) as f64,
-        metrics: Vec::new(),
+        metrics,
     }
 }
 

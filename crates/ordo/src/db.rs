@@ -114,6 +114,11 @@ pub struct Stats {
     pub aborts: [u64; AbortKind::ALL.len()],
     /// Total nanoseconds commits spent waiting out write-timestamp uncertainty.
     pub write_wait_ns: u64,
+    /// Times a strictly serializable attempt moved its read timestamp forward instead of
+    /// aborting on a newer version (see [`crate::Tx`]'s module docs, "Extension").
+    pub extensions: u64,
+    /// Rereads of an object found locked, before the read succeeded or aborted.
+    pub locked_read_waits: u64,
 }
 
 impl Stats {
@@ -468,6 +473,8 @@ impl<C: Clock> Ordo<C> {
             s.commits += slot.commits.load(Ordering::Relaxed);
             s.read_only_commits += slot.read_only_commits.load(Ordering::Relaxed);
             s.write_wait_ns += slot.write_wait_ns.load(Ordering::Relaxed);
+            s.extensions += slot.extensions.load(Ordering::Relaxed);
+            s.locked_read_waits += slot.locked_read_waits.load(Ordering::Relaxed);
             for (acc, c) in s.aborts.iter_mut().zip(&slot.aborts) {
                 *acc += c.load(Ordering::Relaxed);
             }

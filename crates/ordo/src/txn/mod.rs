@@ -361,6 +361,9 @@ impl<'db, C: Clock> Tx<'db, C> {
             return false;
         }
         *waits += 1;
+        if let Some(w) = self.worker.as_ref() {
+            bump(&self.shared.slot(w.slot).locked_read_waits, 1);
+        }
         for _ in 0..LOCKED_READ_PAUSES {
             std::hint::spin_loop();
         }
@@ -407,6 +410,9 @@ impl<'db, C: Clock> Tx<'db, C> {
         }
         self.rts = now.hi();
         self.recent_from = self.recent_from.max(now.lo());
+        if let Some(w) = self.worker.as_ref() {
+            bump(&self.shared.slot(w.slot).extensions, 1);
+        }
         Ok(true)
     }
 

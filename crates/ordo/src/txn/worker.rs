@@ -30,6 +30,10 @@ pub(crate) struct ThreadSlot {
     pub(crate) read_only_commits: AtomicU64,
     pub(crate) aborts: [AtomicU64; AbortKind::ALL.len()],
     pub(crate) write_wait_ns: AtomicU64,
+    /// Read timestamps moved forward (`Tx::extend`).
+    pub(crate) extensions: AtomicU64,
+    /// Rereads of a locked object (`Tx::wait_locked`).
+    pub(crate) locked_read_waits: AtomicU64,
     /// The commit-attempt count of the slot's last worker, so the next one continues it and an
     /// attempt's `(slot, count)` name stays unique for the database's life.
     pub(crate) tx_seq: AtomicU64,
@@ -43,6 +47,8 @@ impl Default for ThreadSlot {
             read_only_commits: AtomicU64::new(0),
             aborts: std::array::from_fn(|_| AtomicU64::new(0)),
             write_wait_ns: AtomicU64::new(0),
+            extensions: AtomicU64::new(0),
+            locked_read_waits: AtomicU64::new(0),
             tx_seq: AtomicU64::new(0),
         }
     }

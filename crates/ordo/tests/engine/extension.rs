@@ -70,6 +70,7 @@ fn a_reader_whose_reads_are_current_extends_and_commits() {
         tx.commit().unwrap();
         let aborted: u64 = AbortKind::ALL.iter().map(|k| db.stats().aborts_of(*k)).sum();
         assert_eq!(aborted, 0, "{versions:?}");
+        assert_eq!(db.stats().extensions, 1, "{versions:?}");
     }
 }
 
@@ -125,6 +126,7 @@ fn extensions_are_bounded() {
             assert!(matches!(read, Err(Error::Aborted(Abort::TooNew { .. }))), "{read:?}");
         }
     }
+    assert_eq!(db.stats().extensions, u64::from(EXTENSIONS_MAX));
 }
 
 #[test]
