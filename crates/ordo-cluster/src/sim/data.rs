@@ -229,6 +229,9 @@ pub struct DataSimRun {
     pub committed: usize,
     /// Recovery decisions carried out (commits, aborts).
     pub decided: (usize, usize),
+    /// Read timestamps moved forward by the members' coordinators (`ordo::Stats::extensions`;
+    /// members that crashed took theirs with them).
+    pub extensions: u64,
     /// The first failure of the checks that do not need the checker.
     pub failure: Option<DataSimFailure>,
 }
@@ -356,6 +359,7 @@ pub fn run(options: DataSimOptions) -> DataSimRun {
                 events: Vec::new(),
                 committed: 0,
                 decided: (0, 0),
+                extensions: 0,
             };
         }
     };
@@ -364,12 +368,15 @@ pub fn run(options: DataSimOptions) -> DataSimRun {
     let st = lock(&world.st);
     let committed =
         history.txns().iter().filter(|t| t.outcome == ordo_check::Outcome::Committed).count();
+    let extensions =
+        world.nodes.iter().filter_map(|n| lock(&n.db).as_ref().map(|db| db.stats().extensions));
     let run = DataSimRun {
         options,
         history,
         events: st.events.clone(),
         committed,
         decided: st.decided,
+        extensions: extensions.sum(),
         failure: None,
     };
     drop(st);
@@ -626,7 +633,12 @@ impl World {
             let mut rec = self.recorder.begin(node as u32);
             let id = rec.id();
             self.trace(|| format!("node {node} begins {id:?}: {work:?}"));
-            let mut tx = match db.begin() {
+            // A transaction that will write says so: it then reads heads only (no old versions,
+            // which it could never commit), so a newer head makes it extend its read timestamp
+            // through the remote participants or abort.
+            let will_write = !matches!(work, Work::Registers { writes: 0, .. });
+            let options = ordo::Options { will_write, ..ordo::Options::default() };
+            let mut tx = match db.begin_with(options) {
                 Ok(tx) => tx,
                 Err(_) => {
                     rec.abort();
