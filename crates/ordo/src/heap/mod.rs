@@ -473,12 +473,7 @@ impl Heap {
     fn fresh_slab(&self) -> Result<SlabId, Error> {
         let mut fresh = lock(&self.fresh);
         if fresh.is_empty() {
-            let id = self.next_region()?;
-            let slab_count = self.config.region_bytes / SLAB_BYTES;
-            self.create_region(id)?;
-            fresh.extend(
-                (0..slab_count as u32).rev().map(|slab| SlabId { region: id as u16, slab }),
-            );
+            fresh.extend(self.new_region_slabs()?);
             // The slabs the next adoptions take (the one taken below faults on first use).
             let top = fresh.len().saturating_sub(prefault::PREFAULT_AHEAD_SLABS)..fresh.len() - 1;
             for &ahead in &fresh[top] {
@@ -493,6 +488,15 @@ impl Heap {
         Ok(taken)
     }
 
+    /// Creates the next region and returns its slabs as the fresh stack holds them: the last
+    /// one is taken first, so slab 0 comes last.
+    fn new_region_slabs(&self) -> Result<impl Iterator<Item = SlabId> + use<>, Error> {
+        let id = self.next_region()?;
+        self.create_region(id)?;
+        let slab_count = (self.config.region_bytes / SLAB_BYTES) as u32;
+        Ok((0..slab_count).rev().map(move |slab| SlabId { region: id as u16, slab }))
+    }
+
     /// Faults in fresh slabs now, on the calling thread, until at least `bytes` of them wait
     /// for allocation (creating regions ahead of need for it); returns the fresh bytes faulted
     /// in. See [`crate::Ordo::pretouch_heap`]. Allocation waits meanwhile (the fresh stack's
@@ -500,11 +504,8 @@ impl Heap {
     pub(crate) fn pretouch(&self, bytes: usize) -> Result<usize, Error> {
         let mut fresh = lock(&self.fresh);
         while fresh.len() * SLAB_BYTES < bytes {
-            let id = self.next_region()?;
-            self.create_region(id)?;
-            let slab_count = self.config.region_bytes / SLAB_BYTES;
             // Below the slabs already waiting: the stack is taken from its end, in region order.
-            let ahead = (0..slab_count as u32).rev().map(|slab| SlabId { region: id as u16, slab });
+            let ahead = self.new_region_slabs()?;
             fresh.splice(0..0, ahead);
         }
         for slab in fresh.iter() {

@@ -407,7 +407,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         #[cfg(not(feature = "shortcuts"))]
         let check = true;
         if check {
-            self.check_reads_at(now.hi(), false)?;
+            self.check_reads_at(now.hi(), now.lo(), false)?;
         }
         self.rts = now.hi();
         self.recent_from = self.recent_from.max(now.lo());
@@ -467,14 +467,20 @@ impl<'db, C: Clock> Tx<'db, C> {
         if self.options.shortcuts.skip_read_revalidation {
             return Ok(());
         }
-        self.check_reads_at(self.rts, skip_newest)
+        // Taken before the checks: a writer with a smaller wts held its locks by then.
+        let started = self.shared.clock.now().lo();
+        self.check_reads_at(self.rts, started, skip_newest)
     }
 
     /// Checks that every read (all but the newest when `skip_newest`) is unlocked and still the
-    /// newest version at or below `rts`, then raises `recent_from` to the time the checks began.
-    fn check_reads_at(&mut self, rts: Timestamp, skip_newest: bool) -> Result<(), Error> {
-        // Taken before the checks: a writer with a smaller wts held its locks by then.
-        let started = self.shared.clock.now().lo();
+    /// newest version at or below `rts`, then raises `recent_from` to `started`:
+    /// a clock reading (`lo`) taken before the checks began.
+    fn check_reads_at(
+        &mut self,
+        rts: Timestamp,
+        started: Timestamp,
+        skip_newest: bool,
+    ) -> Result<(), Error> {
         let shared = self.shared;
         let w = self.worker.as_ref().expect("a live transaction holds its worker");
         let changed = with_participants!(shared, &w.local, w.slot, 0, |set| {
