@@ -90,9 +90,31 @@ pub fn data_with_original(rng: &mut SmallRng, out: &mut Vec<u8>) {
     }
 }
 
-/// Whether `data` contains "ORIGINAL".
+/// Whether `data` contains "ORIGINAL". NewOrder asks twice per order line (I_DATA and S_DATA,
+/// 26 to 50 random letters and digits), so the search skips by the window's last byte
+/// (Horspool): most bytes are not in the pattern, and the window moves 8 bytes at a time.
 pub fn has_original(data: &[u8]) -> bool {
-    data.windows(8).any(|w| w == b"ORIGINAL")
+    const PATTERN: &[u8; 8] = b"ORIGINAL";
+    // How far the window may move when its last byte is `b`: the distance from the last
+    // occurrence of `b` in the pattern's first 7 bytes to its end, or 8.
+    let shift = |b: u8| match b {
+        b'A' => 1,
+        b'N' => 2,
+        b'I' => 3,
+        b'G' => 4,
+        b'R' => 6,
+        b'O' => 7,
+        _ => 8,
+    };
+    let mut at = 0;
+    while let Some(window) = data.get(at..at + 8) {
+        let last = window[7];
+        if last == b'L' && window == PATTERN {
+            return true;
+        }
+        at += shift(last);
+    }
+    false
 }
 
 /// A zip code: 4 random digits then "11111".
@@ -105,6 +127,32 @@ pub fn zip(rng: &mut SmallRng, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn original_is_found_anywhere_and_only_whole() {
+        assert!(has_original(b"ORIGINAL"));
+        assert!(has_original(b"xxORIGINALyy"));
+        assert!(has_original(b"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqORIGINAL"));
+        assert!(!has_original(b"ORIGINA"));
+        assert!(!has_original(b"xORIGINxALx"));
+        assert!(!has_original(b"original"));
+        assert!(!has_original(b""));
+        // Every placement in every filler agrees with a plain window search.
+        for filler in [&b"x"[..], b"L", b"A", b"LL", b"ORIGINA", b"RIGINAL", b"AL", b"NAL"] {
+            for before in 0..12 {
+                for after in 0..12 {
+                    let mut data = filler.repeat(before);
+                    data.extend_from_slice(b"ORIGINAL");
+                    data.extend(filler.repeat(after));
+                    assert!(has_original(&data), "{}", String::from_utf8_lossy(&data));
+                    data.truncate(filler.len() * before + 7);
+                    data.extend(filler.repeat(after));
+                    let plain = data.windows(8).any(|w| w == b"ORIGINAL");
+                    assert_eq!(has_original(&data), plain, "{}", String::from_utf8_lossy(&data));
+                }
+            }
+        }
+    }
 
     #[test]
     fn last_names_follow_the_syllables() {

@@ -57,6 +57,8 @@ pub struct WriteEntry {
 pub struct WriteSet {
     entries: Vec<WriteEntry>,
     words: Vec<u64>,
+    /// Entry of each address: every entry while the set is longer than `INDEX_THRESHOLD`,
+    /// empty otherwise ([`WriteSet::find`] scans a short set).
     index: HashMap<Addr, usize>,
 }
 
@@ -145,7 +147,12 @@ impl WriteSet {
     /// Removes entry `i` (an allocation freed in the same transaction).
     pub(crate) fn remove(&mut self, i: usize) {
         let removed = self.entries.swap_remove(i);
-        if !self.index.is_empty() {
+        if self.entries.len() <= INDEX_THRESHOLD {
+            // Short again: scans from now on, and a set that grows past the threshold again
+            // rebuilds the index from all its entries (a stale index kept here would miss the
+            // entries pushed while it was not maintained).
+            self.index.clear();
+        } else {
             self.index.remove(&removed.addr);
             if let Some(moved) = self.entries.get(i) {
                 self.index.insert(moved.addr, i);
@@ -158,15 +165,20 @@ impl WriteSet {
         self.sort_by_key(|e| e.addr);
     }
 
+    /// Rebuilds the hash index from the entries, or empties it for a short set.
+    fn rebuild_index(&mut self) {
+        self.index.clear();
+        if self.entries.len() > INDEX_THRESHOLD {
+            self.index.extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
+        }
+    }
+
     /// Sorts entries by `key` (unique per entry: it must order the addresses too) and rebuilds
     /// the index. The coordinator sorts by owner, then address, so each owner's part is one run.
     #[inline]
     pub(crate) fn sort_by_key<K: Ord>(&mut self, key: impl FnMut(&WriteEntry) -> K) {
         self.entries.sort_unstable_by_key(key);
-        if !self.index.is_empty() {
-            self.index.clear();
-            self.index.extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
-        }
+        self.rebuild_index();
     }
 }
 
@@ -294,6 +306,69 @@ impl ReadLookup<'_> {
 mod tests {
     use super::*;
     use ordo_clock::Timestamp;
+
+    /// One step of the write-set model test.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push(u64),
+        Remove(usize),
+        Sort,
+        SortReversed,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (1u64..48).prop_map(Op::Push),
+            2 => any::<usize>().prop_map(Op::Remove),
+            1 => Just(Op::Sort),
+            1 => Just(Op::SortReversed),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(ordo_seed::proptest_config("write_set_finds_what_a_model_holds", 256))]
+
+        /// Any mix of pushes, removals and sorts (across the index threshold, sorted by address
+        /// or by another key) leaves `find` giving each address's entry and its payload, as a
+        /// `BTreeMap` of the same writes does.
+        #[test]
+        fn write_set_finds_what_a_model_holds(ops in proptest::collection::vec(op(), 1..120)) {
+            let mut ws = WriteSet::default();
+            let mut model = std::collections::BTreeMap::new();
+            let e = Expect::NotAfter(Timestamp::ZERO);
+            for op in ops {
+                match op {
+                    Op::Push(k) => {
+                        let addr = Addr::new(0, k * 64);
+                        if model.insert(addr, k).is_none() {
+                            ws.push(addr, WriteKind::Update, &k.to_le_bytes()[..3], e);
+                        } else {
+                            model.insert(addr, k);
+                        }
+                    }
+                    Op::Remove(i) if !ws.is_empty() => {
+                        let addr = ws.entries()[i % ws.len()].addr;
+                        ws.remove(i % ws.len());
+                        model.remove(&addr);
+                    }
+                    Op::Remove(_) => {}
+                    Op::Sort => ws.sort(),
+                    Op::SortReversed => ws.sort_by_key(|e| std::cmp::Reverse(e.addr)),
+                }
+                proptest::prop_assert_eq!(ws.len(), model.len());
+                for k in 0..49u64 {
+                    let addr = Addr::new(0, k * 64);
+                    let found = ws.find(addr).map(|i| {
+                        let entry = ws.entries()[i];
+                        (entry.addr, words_as_bytes(ws.data(&entry), 3).to_vec())
+                    });
+                    let want = model.get(&addr).map(|k| (addr, k.to_le_bytes()[..3].to_vec()));
+                    proptest::prop_assert_eq!(found, want);
+                }
+            }
+        }
+    }
 
     /// Both kinds of lookup (scan and hash index) give the header of an address's first read,
     /// on either side of the index threshold and of the scan budget.
