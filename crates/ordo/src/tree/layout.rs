@@ -488,6 +488,27 @@ impl EntryList {
         best.1
     }
 
+    /// Where to split an over-full list whose last entry was just added — a key range growing
+    /// at its end (TPC-C's orders per district, a log, an id sequence): the largest `m` that
+    /// leaves the right part (`m..`, or `m+1..` of an internal list, whose entry `m` moves up)
+    /// at least `fill_min` bytes, so the left node keeps nearly all the entries and the right
+    /// one takes the appends to come. An even split would leave every node behind the growing
+    /// end half empty: twice the nodes, and a split every half node of appends instead of
+    /// every three quarters. `None` when no `m` leaves both parts non-empty and the right part
+    /// full enough (then the list splits evenly).
+    pub(super) fn append_split_point(&self, fill_min: usize, internal: bool) -> Option<usize> {
+        let n = self.spans.len();
+        let last = if internal { n.checked_sub(2)? } else { n.checked_sub(1)? };
+        let mut right = 0;
+        for m in (1..=last).rev() {
+            right += SLOT_BYTES + self.spans[if internal { m + 1 } else { m }].len();
+            if right >= fill_min {
+                return Some(m);
+            }
+        }
+        None
+    }
+
     /// Where to split an over-full internal list: the index `m` (`1..count-1`) of the entry
     /// that moves up to the parent, leaving `..m` on the left and `m+1..` on the right, both
     /// non-empty, minimising the larger half.
@@ -694,6 +715,15 @@ mod tests {
         assert_eq!(list.used(), 10 * one);
         assert_eq!(list.leaf_split_point(), 5);
         assert_eq!(list.internal_split_point(), 4);
+        // Appends: the right part is the shortest suffix of at least `fill_min` bytes (for an
+        // internal list, after the entry that moves up); none when it would take everything.
+        assert_eq!(list.append_split_point(one, false), Some(9));
+        assert_eq!(list.append_split_point(one + 1, false), Some(8));
+        assert_eq!(list.append_split_point(3 * one, true), Some(6));
+        assert_eq!(list.append_split_point(9 * one, false), Some(1));
+        assert_eq!(list.append_split_point(9 * one + 1, false), None);
+        assert_eq!(list.append_split_point(8 * one + 1, true), None);
+        assert_eq!(EntryList::default().append_split_point(0, true), None);
         list.remove(0);
         list.insert(9, &encode_inline(b"zz", b""));
         list.replace(0, &encode_inline(&[1], b"x"));

@@ -101,7 +101,12 @@
 //! by one entry (an insert, a longer replacement value, a separator from a child split or a
 //! longer separator from a child redistribution), so an over-full list has `C < T <= C + E`
 //! bytes and splits into halves of `T/2 ± E/2`: each within `(3C/8, 3C/4]` for a leaf. An
-//! internal split moves its middle entry up, and its halves still exceed `T/2 - E > C/4`. A node
+//! internal split moves its middle entry up, and its halves still exceed `T/2 - E > C/4`. A
+//! node whose last entry the update just added (a key range growing at its end: an id sequence,
+//! TPC-C's orders per district) splits unevenly instead: the right node takes the shortest
+//! suffix of at least `C/4` bytes (under `C/4 + E`), the left keeps the rest (over
+//! `C - E - C/4 + 1 > C/4`, at most `C`), so the nodes behind the growing end stay about three
+//! quarters full rather than half (`appends_fill_nodes_and_random_inserts_split_evenly`). A node
 //! below `C/4` is combined with an adjacent sibling (plus, for internal nodes, the separator
 //! between them, pulled down): if the total fits one node they **merge** (the right node is
 //! freed, the parent loses a separator); otherwise the total exceeds `C` and is divided evenly

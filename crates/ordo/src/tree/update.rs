@@ -58,6 +58,9 @@ struct Pending {
     link0: Addr,
     link1: Addr,
     entries: EntryList,
+    /// This update added the node's last entry: its key range grows at its end (see
+    /// `EntryList::append_split_point`).
+    appended: bool,
 }
 
 impl Pending {
@@ -69,6 +72,7 @@ impl Pending {
             link0: h.link0,
             link1: h.link1,
             entries: EntryList::from_view(view)?,
+            appended: false,
         })
     }
 }
@@ -203,6 +207,7 @@ fn rebuild_leaf<C: Clock>(
         node.entries.replace(i, entry);
     } else {
         node.entries.insert(i, entry);
+        node.appended = i + 1 == node.entries.count();
     }
     settle_path(tx, geo, path, node)
 }
@@ -262,7 +267,8 @@ fn settle_path<C: Clock>(
         let mut up = Pending::of(&view)?;
         match change {
             Change::Split { sep, right } => {
-                up.entries.insert(parent.index, &encode_internal(&sep, right))
+                up.entries.insert(parent.index, &encode_internal(&sep, right));
+                up.appended = parent.index + 1 == up.entries.count();
             }
             Change::Underflow(child) => rebalance(tx, geo, &mut up, parent.index, child)?,
         }
@@ -304,15 +310,26 @@ struct Division {
     sep: Vec<u8>,
 }
 
-/// Chooses where `entries` of a node at `level` divide (see the essay, "Fill bounds"), and
-/// checks that both halves fit a node.
-fn divide(geo: &Geometry, addr: Addr, level: u8, entries: &EntryList) -> Result<Division, Error> {
+/// Chooses where `entries` of a node at `level` divide (see the essay, "Fill bounds"): evenly,
+/// or for a node whose last entry was just `appended`, with the right node just above the
+/// minimum fill. Checks that both halves fit a node.
+fn divide(
+    geo: &Geometry,
+    addr: Addr,
+    level: u8,
+    entries: &EntryList,
+    appended: bool,
+) -> Result<Division, Error> {
     let n = entries.count();
+    let append_at = || {
+        let m = entries.append_split_point(geo.fill_min, level > 0)?;
+        (entries.used_of(0..m) <= geo.cap).then_some(m)
+    };
     let division = if level == 0 {
         if n < 2 {
             return Err(corrupt(addr, "an over-full leaf has fewer than two entries"));
         }
-        let m = entries.leaf_split_point();
+        let m = appended.then(append_at).flatten().unwrap_or_else(|| entries.leaf_split_point());
         let left = entry_key(addr, 0, entries.get(m - 1))?;
         let right = entry_key(addr, 0, entries.get(m))?;
         let sep = shortest_separator(left, right)
@@ -323,7 +340,8 @@ fn divide(geo: &Geometry, addr: Addr, level: u8, entries: &EntryList) -> Result<
         if n < 3 {
             return Err(corrupt(addr, "an over-full internal node has fewer than three entries"));
         }
-        let m = entries.internal_split_point();
+        let m =
+            appended.then(append_at).flatten().unwrap_or_else(|| entries.internal_split_point());
         let (sep, child) = internal_entry(addr, entries.get(m))?;
         Division { m, right_from: m + 1, right_child0: child, sep: sep.to_vec() }
     };
@@ -341,7 +359,7 @@ fn split<C: Clock>(
     geo: &Geometry,
     node: &Pending,
 ) -> Result<(Vec<u8>, Addr), Error> {
-    let d = divide(geo, node.addr, node.level, &node.entries)?;
+    let d = divide(geo, node.addr, node.level, &node.entries, node.appended)?;
     let (n, nb, level) = (node.entries.count(), geo.node_bytes, node.level);
     if level == 0 {
         let right_bytes = node.entries.encode(d.m..n, nb, 0, node.addr, node.link1);
@@ -422,7 +440,14 @@ fn rebalance<C: Clock>(
     let nb = geo.node_bytes;
     if all.used() <= geo.cap {
         let link1 = if level == 0 { right.link1 } else { Addr::NULL };
-        let merged = Pending { addr: left.addr, level, link0: left.link0, link1, entries: all };
+        let merged = Pending {
+            addr: left.addr,
+            level,
+            link0: left.link0,
+            link1,
+            entries: all,
+            appended: false,
+        };
         write(tx, geo, &merged)?;
         if level == 0 && !right.link1.is_null() {
             set_prev(tx, geo, right.link1, left.addr)?;
@@ -431,7 +456,7 @@ fn rebalance<C: Clock>(
         parent.entries.remove(right_index - 1);
         return Ok(());
     }
-    let d = divide(geo, left.addr, level, &all)?;
+    let d = divide(geo, left.addr, level, &all, false)?;
     let (right_link0, right_link1) =
         if level == 0 { (right.link0, right.link1) } else { (d.right_child0, Addr::NULL) };
     tx.write_bytes(left.addr, &all.encode(0..d.m, nb, level, left.link0, left.link1))?;
@@ -450,7 +475,7 @@ fn settle_root<C: Clock>(tx: &mut Tx<'_, C>, geo: &Geometry, node: Pending) -> R
         if level + 1 >= LEVELS_MAX {
             return Err(corrupt(node.addr, "tree is at the level limit"));
         }
-        let d = divide(geo, node.addr, level, &node.entries)?;
+        let d = divide(geo, node.addr, level, &node.entries, false)?;
         let n = node.entries.count();
         let (left, right) = if level == 0 {
             let left =
@@ -467,8 +492,14 @@ fn settle_root<C: Clock>(tx: &mut Tx<'_, C>, geo: &Geometry, node: Pending) -> R
         };
         let mut entries = EntryList::default();
         entries.push(&encode_internal(&d.sep, right));
-        let root =
-            Pending { addr: node.addr, level: level + 1, link0: left, link1: Addr::NULL, entries };
+        let root = Pending {
+            addr: node.addr,
+            level: level + 1,
+            link0: left,
+            link1: Addr::NULL,
+            entries,
+            appended: false,
+        };
         return write(tx, geo, &root);
     }
     let mut node = node;
