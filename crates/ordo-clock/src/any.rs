@@ -14,7 +14,7 @@ use std::str::FromStr;
 
 use crate::cache::{CalibrationCache, CalibrationOutcome};
 use crate::calibrate::{CalibrateError, CalibrateOptions};
-use crate::clock::{Clock, ClockKind};
+use crate::clock::{Clock, ClockKind, TimedTs};
 use crate::counter::{CounterKind, FrequencySource, Invariance};
 use crate::logical::LogicalClock;
 use crate::ordo::{OrdoClock, OrdoDetection};
@@ -215,6 +215,16 @@ impl Clock for AnyClock {
             AnyClock::Ordo(c) => c.get_ts(),
             AnyClock::System(c) => c.get_ts(),
             AnyClock::Test(c) => c.get_ts(),
+        }
+    }
+
+    #[inline]
+    fn get_ts_timed(&self) -> TimedTs {
+        match self {
+            AnyClock::Logical(c) => c.get_ts_timed(),
+            AnyClock::Ordo(c) => c.get_ts_timed(),
+            AnyClock::System(c) => c.get_ts_timed(),
+            AnyClock::Test(c) => c.get_ts_timed(),
         }
     }
 

@@ -53,7 +53,7 @@ pub use cache::{
     CacheWarning, CalibrationCache, CalibrationOutcome, CalibrationSource, load_or_calibrate,
 };
 pub use calibrate::{CalibrateError, CalibrateOptions, Calibration, PairOffset, calibrate};
-pub use clock::{Clock, ClockKind};
+pub use clock::{Clock, ClockKind, TimedTs, get_ts_timed_by_waiting};
 pub use counter::{Counter, CounterError, CounterInfo, CounterKind, FrequencySource, Invariance};
 pub use drift::DriftEstimate;
 pub use logical::LogicalClock;

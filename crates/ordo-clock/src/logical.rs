@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::{Clock, ClockKind};
+use crate::clock::{Clock, ClockKind, TimedTs};
 use crate::time::{Interval, Timestamp};
 
 /// A shared atomic counter clock.
@@ -47,6 +47,13 @@ impl Clock for LogicalClock {
     fn get_ts(&self) -> Timestamp {
         // AcqRel: the increment is a total order point; pairs with the Acquire loads above.
         Timestamp::from_nanos(self.counter.fetch_add(1, Ordering::AcqRel) + 1)
+    }
+
+    /// No wait: the increment is the only reading.
+    #[inline]
+    fn get_ts_timed(&self) -> TimedTs {
+        let ts = self.get_ts();
+        TimedTs { ts, first_lo: ts, last_lo: ts }
     }
 
     #[inline]

@@ -24,7 +24,7 @@
 
 use crate::cache::{CalibrationCache, CalibrationOutcome, load_or_calibrate};
 use crate::calibrate::{CalibrateError, CalibrateOptions, Calibration, ROUNDING_SLACK_NANOS};
-use crate::clock::{Clock, ClockKind};
+use crate::clock::{Clock, ClockKind, TimedTs, get_ts_timed_by_waiting};
 use crate::counter::{Counter, CounterError, Invariance};
 use crate::time::{Interval, Timestamp};
 
@@ -143,6 +143,12 @@ impl Clock for OrdoClock {
     #[inline]
     fn now(&self) -> Interval {
         Interval::with_width(Timestamp::from_nanos(self.counter.read_nanos()), self.boundary_nanos)
+    }
+
+    /// `get_ts` is the default wait: time it by its own readings.
+    #[inline]
+    fn get_ts_timed(&self) -> TimedTs {
+        get_ts_timed_by_waiting(self)
     }
 
     fn boundary_nanos(&self) -> u64 {

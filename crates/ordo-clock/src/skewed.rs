@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::clock::{Clock, ClockKind};
+use crate::clock::{Clock, ClockKind, TimedTs, get_ts_timed_by_waiting};
 use crate::test_clock::DRIFT_PPM_MIN;
 use crate::time::{Interval, Timestamp};
 
@@ -216,6 +216,12 @@ impl Clock for SkewedClock {
     #[inline]
     fn now(&self) -> Interval {
         self.read_with_truth().0
+    }
+
+    /// `get_ts` is the default wait: time it by its own readings.
+    #[inline]
+    fn get_ts_timed(&self) -> TimedTs {
+        get_ts_timed_by_waiting(self)
     }
 
     fn boundary_nanos(&self) -> u64 {

@@ -18,7 +18,7 @@
 //! This module also holds the one `clock_gettime` call of the crate, used by the frequency
 //! measurement of [`crate::counter`] with `CLOCK_MONOTONIC_RAW`.
 
-use crate::clock::{Clock, ClockKind};
+use crate::clock::{Clock, ClockKind, TimedTs, get_ts_timed_by_waiting};
 use crate::time::{Interval, Timestamp};
 
 /// `CLOCK_MONOTONIC`.
@@ -58,6 +58,12 @@ impl Clock for SystemClock {
     #[inline]
     fn now(&self) -> Interval {
         Interval::exact(Timestamp::from_nanos(clock_nanos(CLOCK_MONOTONIC_ID)))
+    }
+
+    /// `get_ts` is the default wait: time it by its own readings.
+    #[inline]
+    fn get_ts_timed(&self) -> TimedTs {
+        get_ts_timed_by_waiting(self)
     }
 
     fn boundary_nanos(&self) -> u64 {

@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crate::clock::{Clock, ClockKind};
+use crate::clock::{Clock, ClockKind, TimedTs, get_ts_timed_by_waiting};
 use crate::time::{Interval, Timestamp};
 
 /// The default reference start: large enough that negative skews of up to 1000 s stay positive.
@@ -327,6 +327,12 @@ impl Clock for TestClock {
         self.read_with_reference().0
     }
 
+    /// `get_ts` is the default wait: time it by its own readings.
+    #[inline]
+    fn get_ts_timed(&self) -> TimedTs {
+        get_ts_timed_by_waiting(self)
+    }
+
     fn boundary_nanos(&self) -> u64 {
         self.inner.claimed_boundary_nanos
     }
@@ -354,6 +360,26 @@ mod tests {
         assert_eq!(c.reference_now().as_nanos(), 1_050);
         c.set_reference(Timestamp::from_nanos(10));
         assert_eq!(c.reference_now().as_nanos(), 1_050, "never backwards");
+    }
+
+    /// `get_ts_timed` draws what `get_ts` draws and brackets the wait: its first reading is no
+    /// later than the timestamp, its last one is past it (the wait for a 2 µs window takes
+    /// about 2 µs); the logical clock does not wait.
+    #[test]
+    fn get_ts_timed_brackets_the_wait() {
+        let c = TestClock::new(2_000);
+        for _ in 0..3 {
+            let before = c.now().hi();
+            let t = c.get_ts_timed();
+            assert!(t.first_lo <= t.ts && t.ts < t.last_lo, "{t:?}");
+            assert!(t.ts >= before, "{t:?} after a reading with hi {before:?}");
+            assert!(t.last_lo.nanos_since(t.first_lo) >= 2_000, "{t:?}");
+            assert!(c.get_ts() > t.ts);
+        }
+        let logical = crate::LogicalClock::new();
+        let t = logical.get_ts_timed();
+        assert_eq!((t.first_lo, t.last_lo), (t.ts, t.ts));
+        assert!(logical.get_ts_timed().ts > t.ts);
     }
 
     #[test]

@@ -129,8 +129,17 @@ pub trait Participant {
     /// not hold is unlocked and still at the version read.
     fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Error>;
 
+    /// Whether this owner keeps a durable log, so that the coordinator must read the clock for
+    /// [`Participant::begin_backup`] before drawing the write timestamp (without one it skips
+    /// that reading).
+    #[inline]
+    fn logs(&self) -> bool {
+        false
+    }
+
     /// Called after LOCK and before the write timestamp is drawn, with a lower bound of it (the
-    /// clock's `now().lo`): the durable marker must not pass a timestamp still to be logged.
+    /// clock's `now().lo`), when [`Participant::logs`]: the durable marker must not pass a
+    /// timestamp still to be logged.
     #[inline]
     fn begin_backup(&self, _lower: Timestamp) {}
 

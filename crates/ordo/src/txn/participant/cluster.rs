@@ -134,6 +134,11 @@ impl Participant for ClusterParticipant<'_> {
     }
 
     #[inline]
+    fn logs(&self) -> bool {
+        matches!(self, Self::Local { local, .. } if local.logs())
+    }
+
+    #[inline]
     fn begin_backup(&self, lower: Timestamp) {
         if let Self::Local { local, .. } = self {
             local.begin_backup(lower);

@@ -302,6 +302,11 @@ impl Participant for LocalParticipant<'_> {
     }
 
     #[inline]
+    fn logs(&self) -> bool {
+        self.log.is_some()
+    }
+
+    #[inline]
     fn begin_backup(&self, lower: Timestamp) {
         // Both modes: the sync marker and the process-mode checkpoint bound must not pass a
         // timestamp this commit may still log.

@@ -107,6 +107,10 @@ impl Participant for Owned<'_> {
         self.inner.validate(reads, writes)
     }
 
+    fn logs(&self) -> bool {
+        self.inner.logs()
+    }
+
     fn begin_backup(&self, lower: Timestamp) {
         self.inner.begin_backup(lower);
     }
