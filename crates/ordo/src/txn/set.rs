@@ -53,13 +53,19 @@ pub struct WriteEntry {
 }
 
 /// The buffered writes of a transaction: entries plus one arena of payload words.
+///
+/// [`WriteSet::find`] scans a short set, uses the hash index of a long one, and binary-searches
+/// one sorted by address ([`WriteSet::sort`], the embedded engine's lock order, after which
+/// only commit validation looks entries up, and only for reads whose version check failed).
 #[derive(Debug, Default)]
 pub struct WriteSet {
     entries: Vec<WriteEntry>,
     words: Vec<u64>,
-    /// Entry of each address: every entry while the set is longer than `INDEX_THRESHOLD`,
-    /// empty otherwise ([`WriteSet::find`] scans a short set).
+    /// Entry of each address: every entry while the set is longer than `INDEX_THRESHOLD` and
+    /// not `sorted`, empty otherwise.
     index: HashMap<Addr, usize>,
+    /// Entries are in address order (and `index` is empty).
+    sorted: bool,
 }
 
 impl WriteSet {
@@ -68,6 +74,7 @@ impl WriteSet {
         self.entries.clear();
         self.words.clear();
         self.index.clear();
+        self.sorted = false;
     }
 
     /// Whether nothing is to be written.
@@ -105,7 +112,9 @@ impl WriteSet {
 
     /// The position of `addr`'s entry.
     pub fn find(&self, addr: Addr) -> Option<usize> {
-        if self.entries.len() <= INDEX_THRESHOLD {
+        if self.sorted {
+            self.entries.binary_search_by_key(&addr, |e| e.addr).ok()
+        } else if self.entries.len() <= INDEX_THRESHOLD {
             self.entries.iter().position(|e| e.addr == addr)
         } else {
             self.index.get(&addr).copied()
@@ -115,6 +124,9 @@ impl WriteSet {
     /// Adds an entry for `addr` (not yet present) with `bytes` as its payload.
     pub(crate) fn push(&mut self, addr: Addr, kind: WriteKind, bytes: &[u8], expect: Expect) {
         debug_assert!(self.find(addr).is_none());
+        // Back to unsorted lookups, the new entry last; a sorted set's index is empty, so it is
+        // built below if the set is long.
+        self.sorted = false;
         let data_start = self.words.len();
         push_bytes(&mut self.words, bytes);
         self.entries.push(WriteEntry { addr, kind, len_bytes: bytes.len(), expect, data_start });
@@ -146,6 +158,10 @@ impl WriteSet {
 
     /// Removes entry `i` (an allocation freed in the same transaction).
     pub(crate) fn remove(&mut self, i: usize) {
+        if self.sorted {
+            self.entries.remove(i);
+            return;
+        }
         let removed = self.entries.swap_remove(i);
         if self.entries.len() <= INDEX_THRESHOLD {
             // Short again: scans from now on, and a set that grows past the threshold again
@@ -160,9 +176,11 @@ impl WriteSet {
         }
     }
 
-    /// Sorts entries by address (the lock order) and rebuilds the index.
+    /// Sorts entries by address (the lock order); lookups then binary-search.
     pub(crate) fn sort(&mut self) {
-        self.sort_by_key(|e| e.addr);
+        self.entries.sort_unstable_by_key(|e| e.addr);
+        self.index.clear();
+        self.sorted = true;
     }
 
     /// Rebuilds the hash index from the entries, or empties it for a short set.
@@ -178,6 +196,7 @@ impl WriteSet {
     #[inline]
     pub(crate) fn sort_by_key<K: Ord>(&mut self, key: impl FnMut(&WriteEntry) -> K) {
         self.entries.sort_unstable_by_key(key);
+        self.sorted = false;
         self.rebuild_index();
     }
 }
