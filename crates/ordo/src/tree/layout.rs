@@ -333,12 +333,27 @@ impl<'b> NodeView<'b> {
         }
     }
 
+    /// The key of entry `i` for a search: its length and bytes only, bounds-checked (the rest
+    /// of the entry is decoded, and checked, when the entry is used: [`NodeView::leaf`],
+    /// [`NodeView::child`]). A probe of a binary search decodes no value.
+    fn search_key(&self, i: usize) -> Result<&'b [u8], Error> {
+        let raw = self.raw(i)?;
+        let at = if self.header.level == 0 {
+            LEAF_ENTRY_HEADER_BYTES
+        } else {
+            INTERNAL_ENTRY_HEADER_BYTES
+        };
+        let len = get_u16(raw, 0).map(usize::from);
+        len.and_then(|len| raw.get(at..at + len))
+            .ok_or_else(|| corrupt(self.addr, "entry key is truncated"))
+    }
+
     /// The first entry index whose key is `>= key` (`strict`: `> key`), by binary search.
     pub(super) fn lower_bound(&self, key: &[u8], strict: bool) -> Result<usize, Error> {
         let (mut lo, mut hi) = (0, self.header.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let k = self.key(mid)?;
+            let k = self.search_key(mid)?;
             if k < key || (strict && k == key) {
                 lo = mid + 1;
             } else {
