@@ -360,10 +360,9 @@ mod tests {
                 match op {
                     Op::Push(k) => {
                         let addr = Addr::new(0, k * 64);
+                        // An address already written keeps its entry (as `Tx` overwrites it).
                         if model.insert(addr, k).is_none() {
                             ws.push(addr, WriteKind::Update, &k.to_le_bytes()[..3], e);
-                        } else {
-                            model.insert(addr, k);
                         }
                     }
                     Op::Remove(i) if !ws.is_empty() => {
