@@ -55,7 +55,7 @@ pub struct WriteEntry {
 /// The buffered writes of a transaction: entries plus one arena of payload words.
 ///
 /// [`WriteSet::find`] scans a short set, uses the hash index of a long one, and binary-searches
-/// one sorted by address ([`WriteSet::sort`], the embedded engine's lock order, after which
+/// one sorted by address (`WriteSet::sort`, the embedded engine's lock order, after which
 /// only commit validation looks entries up, and only for reads whose version check failed).
 #[derive(Debug, Default)]
 pub struct WriteSet {
