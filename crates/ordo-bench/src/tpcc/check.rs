@@ -187,7 +187,7 @@ fn district_conditions<C: Clock>(
         s.new_orders = no;
         let (lo, hi) = (schema::order_key(w, d, 0), schema::order_key(w, d, u32::MAX));
         // (order id, its line rows) for every ORDER-LINE entry of the district.
-        let mut lines: Vec<(u32, Vec<Addr>)> = Vec::new();
+        let mut lines: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut bad_value = false;
         tpcc.order_lines.range(
             tx,
@@ -197,26 +197,24 @@ fn district_conditions<C: Clock>(
             None,
             |k, v| {
                 let o = k.get(3..7).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes);
-                let mut addrs = Vec::new();
-                bad_value |= schema::value_addrs(v, &mut addrs).is_none();
-                lines.push((o, addrs));
+                bad_value |= order_line::rows(v).is_none();
+                lines.push((o, v.to_vec()));
                 ControlFlow::Continue(())
             },
         )?;
         if bad_value {
-            s.bad_line.get_or_insert_with(|| "an ORDER-LINE index value is not a list of addresses".into());
+            s.bad_line
+                .get_or_insert_with(|| "an ORDER-LINE value is not one or more whole rows".into());
         }
-        for (o, addrs) in &lines {
-            for (n, &la) in addrs.iter().enumerate() {
-                let fields = tx.read_with(la, |b| {
-                    (b.len() == order_line::BYTES).then(|| {
-                        (get(b, order_line::W_ID), get(b, order_line::D_ID), get(b, order_line::O_ID), get(b, order_line::NUMBER))
-                    })
-                })?;
-                let want = (u64::from(w), u64::from(d), u64::from(*o), n as u64 + 1);
-                if fields != Some(want) {
+        for (o, value) in &lines {
+            for (n, r) in value.chunks_exact(order_line::BYTES).enumerate() {
+                let fields =
+                    [order_line::W_ID, order_line::D_ID, order_line::O_ID, order_line::NUMBER]
+                        .map(|field| get(r, field));
+                let want = [u64::from(w), u64::from(d), u64::from(*o), n as u64 + 1];
+                if fields != want {
                     s.bad_line.get_or_insert_with(|| {
-                        format!("line {} of order {o} is row {la} holding (w, d, o, number) = {fields:?}", n + 1)
+                        format!("line {} of order {o} holds (w, d, o, number) = {fields:?}", n + 1)
                     });
                 }
                 s.order_lines += 1;

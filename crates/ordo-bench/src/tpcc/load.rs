@@ -429,7 +429,8 @@ fn load_district<C: Clock>(
                     ix.new_orders.insert(tx, &schema::order_key(w, d, o), &[])?;
                 }
                 let mut s = Vec::new();
-                let (mut lines, mut value) = (Vec::with_capacity(15), Vec::new());
+                // The order's lines, stored together (`schema::order_line::rows`).
+                let mut lines = Vec::with_capacity(15 * order_line::BYTES);
                 for n in 1..=ol_cnt {
                     let mut line = [0u8; order_line::BYTES];
                     for (field, v) in [
@@ -448,10 +449,9 @@ fn load_district<C: Clock>(
                     set_i(&mut line, order_line::AMOUNT, amount);
                     random::astring(&mut r, 24, 24, &mut s);
                     set_str(&mut line, order_line::DIST_INFO, 24, &s);
-                    lines.push(tx.alloc_bytes(&line)?);
+                    lines.extend_from_slice(&line);
                 }
-                schema::addrs_value(&lines, &mut value);
-                ix.order_lines.insert(tx, &schema::order_key(w, d, o), &value)?;
+                ix.order_lines.insert(tx, &schema::order_key(w, d, o), &lines)?;
             }
             Ok::<_, Error>(r)
         })?;

@@ -18,7 +18,7 @@
 //! | ORDER | (w, d, o) → row | [`ordo::map::HashMap`] |
 //! | ORDER | (w, d, c, o) → row | [`ordo::tree::BTree`] |
 //! | NEW-ORDER | (w, d, o) → nothing | [`ordo::tree::BTree`]; the tree entry *is* the row |
-//! | ORDER-LINE | (w, d, o) → the order's rows | [`ordo::tree::BTree`] |
+//! | ORDER-LINE | (w, d, o) → the order's rows, stored together | [`ordo::tree::BTree`] |
 //! | HISTORY | none (insert only) | — |
 //!
 //! The five tables with a fixed set of rows have load-time vectors, as in DBx1000 (and
@@ -27,11 +27,17 @@
 //! table that grows is indexed transactionally, so inserts, deletes and lookups commit or abort
 //! with the rest of the transaction.
 //!
-//! ORDER-LINE rows are indexed by their order, as DBx1000's `i_orderline` is: one tree entry per
-//! order whose value lists the addresses of its 5–15 line rows in line-number order. Every
-//! access of the profiles goes through whole orders — Delivery and Order-Status read the lines
-//! of one order, Stock-Level those of a range of 20 orders — and a NewOrder then makes one tree
-//! insert for its lines instead of one per line (tree inserts dominated its profile).
+//! ORDER-LINE rows are clustered by their order: one tree entry per order whose value is its 5–15
+//! line rows, whole and in line-number order ([`schema::order_line::rows`]), kept by the tree in
+//! one out-of-line value object. Every access of the profiles goes through whole orders — a
+//! NewOrder inserts its lines together, Delivery updates (OL_DELIVERY_D) and Order-Status reads
+//! the lines of one order, Stock-Level those of a range of 20 orders — so clustering changes where
+//! the rows lie, not what is read or written: every row keeps all its columns and every update the
+//! profiles make is made. (TPC-C specifies tables, rows and columns, and leaves the physical
+//! clustering of records to the implementation.)
+//! A NewOrder then allocates one object for its lines instead of one per line, and commits 9 fewer
+//! objects on average; until session 14 each line was its own object, listed by address in the
+//! tree value (`docs/results/2026-11-25-s14-*` compares the two).
 //!
 //! ## Accounting
 //! A NewOrder rolled back on its unused item is a *user* abort: it is counted in
@@ -298,8 +304,8 @@ impl<C: Clock> Tpcc<C> {
         self.new_orders
     }
 
-    /// The ORDER-LINE tree (key [`schema::order_key`], value the order's line rows' addresses,
-    /// see [`schema::value_addrs`]).
+    /// The ORDER-LINE tree (key [`schema::order_key`], value the order's line rows, see
+    /// [`schema::order_line::rows`]).
     pub fn order_lines(&self) -> BTree {
         self.order_lines
     }

@@ -229,6 +229,13 @@ pub mod order_line {
     pub const DIST_INFO: usize = 72;
     /// Row size.
     pub const BYTES: usize = 96;
+
+    /// The rows of an ORDER-LINE value (an order's lines, stored together in line-number
+    /// order; see the module docs of [`crate::tpcc`]); `None` unless the value is one or more
+    /// whole rows.
+    pub fn rows(value: &[u8]) -> Option<std::slice::ChunksExact<'_, u8>> {
+        (!value.is_empty() && value.len() % BYTES == 0).then(|| value.chunks_exact(BYTES))
+    }
 }
 
 /// ITEM (read-only).
@@ -331,24 +338,6 @@ pub fn customer_name_range(w: u32, d: u32, last: &[u8]) -> ([u8; 39], [u8; 39]) 
 /// An address as an index value.
 pub fn addr_value(a: Addr) -> [u8; 8] {
     a.to_raw().to_le_bytes()
-}
-
-/// The ORDER-LINE index value of an order: its line rows' addresses in line-number order.
-pub fn addrs_value(addrs: &[Addr], out: &mut Vec<u8>) {
-    out.clear();
-    for a in addrs {
-        out.extend_from_slice(&a.to_raw().to_le_bytes());
-    }
-}
-
-/// Appends the addresses of an ORDER-LINE index value to `out`; `None` (and nothing appended)
-/// if its length is not a multiple of 8.
-pub fn value_addrs(v: &[u8], out: &mut Vec<Addr>) -> Option<()> {
-    if v.len() % 8 != 0 {
-        return None;
-    }
-    out.extend(v.chunks_exact(8).filter_map(value_addr));
-    Some(())
 }
 
 /// An index value as an address (`None` if it is not 8 bytes).

@@ -90,7 +90,7 @@ impl Terminal {
             ids: Vec::new(),
             lines: Vec::with_capacity(15),
             name: Vec::with_capacity(16),
-            bytes: Vec::with_capacity(15 * 8),
+            bytes: Vec::with_capacity(15 * order_line::BYTES),
         }
     }
 
@@ -170,10 +170,10 @@ impl Terminal {
                 _ => return Err(TxnError::Corrupt(format!("no row for w {w} d {d} c {c}"))),
             };
         let options = Options { will_write: true, ..Options::isolation(cfg.isolation) };
-        let Terminal { row, lines, addrs, bytes, .. } = self;
+        let Terminal { row, lines, bytes, .. } = self;
         let now = now_s();
         tpcc.db.run_with(options, |tx| {
-            addrs.clear();
+            bytes.clear();
             // The ITEM and STOCK rows are known now and read last: start their cache misses
             // here, so they overlap with each other and with the work in between.
             for line in lines.iter() {
@@ -254,7 +254,10 @@ impl Terminal {
                 let _brand_generic = item_original
                     && has_original(&row[stock::DATA..stock::DATA + stock::DATA_BYTES]);
                 let dist_at = stock::DIST + (d as usize - 1) * stock::DIST_BYTES;
-                let mut lrow = [0u8; order_line::BYTES];
+                // The line row, appended to the order's lines (stored together, `schema`).
+                let at = bytes.len();
+                bytes.resize(at + order_line::BYTES, 0);
+                let lrow = &mut bytes[at..];
                 lrow[order_line::DIST_INFO..order_line::DIST_INFO + 24]
                     .copy_from_slice(&row[dist_at..dist_at + stock::DIST_BYTES]);
                 tx.write_bytes(sa, row)?;
@@ -270,12 +273,10 @@ impl Terminal {
                     (order_line::SUPPLY_W_ID, line.supply_w),
                     (order_line::QUANTITY, line.quantity),
                 ] {
-                    set(&mut lrow, field, u64::from(v));
+                    set(lrow, field, u64::from(v));
                 }
-                set_i(&mut lrow, order_line::AMOUNT, amount);
-                addrs.push(tx.alloc_bytes(&lrow)?);
+                set_i(lrow, order_line::AMOUNT, amount);
             }
-            schema::addrs_value(addrs, bytes);
             tpcc.order_lines.insert(tx, &okey, bytes)?;
             // The total the terminal would display (clause 2.4.3.3), in cents.
             let total = total * (10_000 - discount as i64) / 10_000
@@ -406,15 +407,21 @@ impl Terminal {
             };
             let o = tx.read_view(oa, |v| v.word(order::ID))?.ok_or_else(|| corrupt("order", oa))?;
             let o = o as u32;
-            order_lines(tpcc, tx, w, d, o, addrs)?;
-            for &la in addrs.iter() {
-                let fields = tx.read_view(la, |v| {
-                    (v.word(order_line::I_ID)?)
-                        .checked_add(v.word(order_line::AMOUNT)?)?
-                        .checked_add(v.word(order_line::DELIVERY_D)?)
-                })?;
-                std::hint::black_box(fields);
-            }
+            order_lines(tpcc, tx, w, d, o, |rows| {
+                // What the terminal displays of each line (clause 2.6.3.4).
+                for r in rows {
+                    std::hint::black_box(
+                        [
+                            order_line::I_ID,
+                            order_line::SUPPLY_W_ID,
+                            order_line::QUANTITY,
+                            order_line::AMOUNT,
+                            order_line::DELIVERY_D,
+                        ]
+                        .map(|field| get(r, field)),
+                    );
+                }
+            })?;
             Ok(())
         })
     }
@@ -424,7 +431,7 @@ impl Terminal {
         let w = self.w;
         let carrier: u64 = self.rng.random_range(1..=10);
         let options = Options { will_write: true, ..Options::isolation(cfg.isolation) };
-        let Terminal { row, addrs, .. } = self;
+        let Terminal { row, .. } = self;
         let now = now_s();
         tpcc.db.run_with(options, |tx| {
             for d in 1..=DISTRICTS {
@@ -456,15 +463,17 @@ impl Terminal {
                 let c = get(row, order::C_ID) as u32;
                 set(row, order::CARRIER_ID, carrier);
                 tx.write_bytes(oa, row)?;
-                order_lines(tpcc, tx, w, d, o, addrs)?;
+                order_lines(tpcc, tx, w, d, o, |rows| {
+                    row.clear();
+                    rows.for_each(|r| row.extend_from_slice(r));
+                })?;
                 let mut sum = 0i64;
-                for &la in addrs.iter() {
-                    tx.read_with(la, |b| copy(row, b))?;
-                    check_len(row, order_line::BYTES, la)?;
-                    sum += get_i(row, order_line::AMOUNT);
-                    set(row, order_line::DELIVERY_D, now);
-                    tx.write_bytes(la, row)?;
+                for r in row.chunks_exact_mut(order_line::BYTES) {
+                    sum += get_i(r, order_line::AMOUNT);
+                    set(r, order_line::DELIVERY_D, now);
                 }
+                // Same length: the tree writes only the lines' value object.
+                tpcc.order_lines.insert(tx, &okey, row)?;
                 let ca = tpcc.customer_addr(w, d, c).ok_or_else(|| {
                     TxnError::Corrupt(format!("order ({w}, {d}, {o}) has customer {c}"))
                 })?;
@@ -487,7 +496,7 @@ impl Terminal {
             .district_addr(w, d)
             .ok_or_else(|| TxnError::Corrupt(format!("no district ({w}, {d})")))?;
         let options = Options::isolation(cfg.isolation);
-        let Terminal { addrs, ids, .. } = self;
+        let Terminal { ids, .. } = self;
         tpcc.db.run_with(options, |tx| {
             let next = tx
                 .read_view(da, |v| v.word(district::NEXT_O_ID))?
@@ -495,7 +504,7 @@ impl Terminal {
             let next = next as u32;
             let lo = schema::order_key(w, d, next.saturating_sub(20));
             let hi = schema::order_key(w, d, next);
-            addrs.clear();
+            ids.clear();
             let mut bad = false;
             tpcc.order_lines.range(
                 tx,
@@ -503,8 +512,11 @@ impl Terminal {
                 Bound::Excluded(&hi),
                 Direction::Forward,
                 None,
-                |_, v| match schema::value_addrs(v, addrs) {
-                    Some(()) => ControlFlow::Continue(()),
+                |_, v| match order_line::rows(v) {
+                    Some(rows) => {
+                        ids.extend(rows.map(|r| get(r, order_line::I_ID) as u32));
+                        ControlFlow::Continue(())
+                    }
                     None => {
                         bad = true;
                         ControlFlow::Break(())
@@ -512,14 +524,7 @@ impl Terminal {
                 },
             )?;
             if bad {
-                return Err(TxnError::Corrupt("order-line index value".into()));
-            }
-            ids.clear();
-            for &la in addrs.iter() {
-                let i = tx
-                    .read_view(la, |v| v.word(order_line::I_ID))?
-                    .ok_or_else(|| corrupt("order line", la))?;
-                ids.push(i as u32);
+                return Err(TxnError::Corrupt("an ORDER-LINE value is not whole rows".into()));
             }
             ids.sort_unstable();
             ids.dedup();
@@ -597,21 +602,20 @@ fn collect<C: Clock>(
     if bad { Err(TxnError::Corrupt("index value is not an address".into())) } else { Ok(()) }
 }
 
-/// The addresses of the line rows of order (`w`, `d`, `o`), into `out`.
-fn order_lines<C: Clock>(
+/// Runs `f` on the line rows of order (`w`, `d`, `o`), read in place.
+fn order_lines<C: Clock, R>(
     tpcc: &Tpcc<C>,
     tx: &mut Tx<'_, C>,
     w: u32,
     d: u32,
     o: u32,
-    out: &mut Vec<Addr>,
-) -> TxnResult<()> {
-    out.clear();
+    f: impl FnOnce(std::slice::ChunksExact<'_, u8>) -> R,
+) -> TxnResult<R> {
     match tpcc
         .order_lines
-        .get_with(tx, &schema::order_key(w, d, o), |v| schema::value_addrs(v, out))?
+        .get_with(tx, &schema::order_key(w, d, o), |v| order_line::rows(v).map(f))?
     {
-        Some(Some(())) => Ok(()),
+        Some(Some(r)) => Ok(r),
         Some(None) => Err(TxnError::Corrupt(format!("order ({w}, {d}, {o}) has a bad line list"))),
         None => Err(TxnError::Corrupt(format!("order ({w}, {d}, {o}) has no lines"))),
     }

@@ -161,9 +161,8 @@ fn extra_order_line_fails_condition_4() {
     let key = schema::order_key(1, 9, 1);
     t.db.run(|tx| {
         let mut value = t.order_lines().get(tx, &key)?.unwrap();
-        let n = value.len() as u32 / 8 + 1;
-        let extra = tx.alloc_bytes(&line_row(1, n))?;
-        value.extend_from_slice(&schema::addr_value(extra));
+        let n = (value.len() / schema::order_line::BYTES) as u32 + 1;
+        value.extend_from_slice(&line_row(1, n));
         t.order_lines().insert(tx, &key, &value)
     })
     .unwrap();
@@ -178,8 +177,21 @@ fn misplaced_order_line_fails_condition_4() {
     let key = schema::order_key(1, 9, 2);
     t.db.run(|tx| {
         let mut value = t.order_lines().get(tx, &key)?.unwrap();
-        let wrong = tx.alloc_bytes(&line_row(3, 1))?;
-        value[..8].copy_from_slice(&schema::addr_value(wrong));
+        value[..schema::order_line::BYTES].copy_from_slice(&line_row(3, 1));
+        t.order_lines().insert(tx, &key, &value)
+    })
+    .unwrap();
+    expect_violation(&t, 4, Some(9));
+}
+
+#[test]
+fn truncated_order_line_value_fails_condition_4() {
+    let t = fresh();
+    // Order 3's lines lose the last 8 bytes of their last row: not whole rows any more.
+    let key = schema::order_key(1, 9, 3);
+    t.db.run(|tx| {
+        let mut value = t.order_lines().get(tx, &key)?.unwrap();
+        value.truncate(value.len() - 8);
         t.order_lines().insert(tx, &key, &value)
     })
     .unwrap();
@@ -215,7 +227,8 @@ fn loaded_population_has_the_scaled_shape() {
     let (no, orders, lines) =
         t.db.run(|tx| {
             let orders = t.order_lines().entries(tx)?;
-            let lines = orders.iter().map(|(_, v)| v.len() / 8).sum::<usize>();
+            let lines =
+                orders.iter().map(|(_, v)| v.len() / schema::order_line::BYTES).sum::<usize>();
             Ok::<_, Error>((t.new_orders().len(tx)?, orders.len(), lines))
         })
         .unwrap();
