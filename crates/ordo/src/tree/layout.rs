@@ -302,6 +302,12 @@ impl<'b> NodeView<'b> {
 
     /// The bytes of entry `i`: from its slot to the next slot (or the data end).
     pub(super) fn raw(&self, i: usize) -> Result<&'b [u8], Error> {
+        let range = self.raw_range(i)?;
+        self.b.get(range).ok_or_else(|| corrupt(self.addr, "node slot is out of bounds"))
+    }
+
+    /// Where entry `i`'s bytes lie in the node ([`NodeView::raw`]).
+    pub(super) fn raw_range(&self, i: usize) -> Result<std::ops::Range<usize>, Error> {
         let h = &self.header;
         if i >= h.count {
             return Err(corrupt(self.addr, "entry index past the node's count"));
@@ -311,7 +317,7 @@ impl<'b> NodeView<'b> {
         if start < HEADER_BYTES + SLOT_BYTES * h.count || start > end || end > h.data_end {
             return Err(corrupt(self.addr, "node slot points outside the entry area"));
         }
-        self.b.get(start..end).ok_or_else(|| corrupt(self.addr, "node slot is out of bounds"))
+        Ok(start..end)
     }
 
     /// The key of entry `i`.

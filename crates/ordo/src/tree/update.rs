@@ -175,6 +175,19 @@ pub(super) fn insert<C: Clock>(
     } else {
         encode_out_of_line(key, value.len(), tx.alloc_bytes(value)?)
     };
+    // A value replaced by one of the same length and form (a counter, a fixed-size record):
+    // the entry keeps its length, so the leaf's layout is unchanged and the new entry's bytes
+    // overwrite the old ones in the copy (what a rebuild would give for a packed leaf, and the
+    // leaf's own packing otherwise).
+    if old.is_some() {
+        let at = view.raw_range(i)?;
+        if at.len() == entry.len() {
+            let Leaf { addr, mut bytes } = leaf;
+            bytes[at].copy_from_slice(&entry);
+            tx.write_bytes(addr, &bytes)?;
+            return Ok(old);
+        }
+    }
     // The common case: a new entry that leaves the leaf within its fill bounds changes the
     // leaf alone, so it is inserted into the copy as it is (the bytes a rebuild would give).
     let used = view.used() + SLOT_BYTES + entry.len();
