@@ -31,8 +31,8 @@ use crate::txn::Tx;
 
 use super::layout::{
     EntryList, Geometry, LEVELS_MAX, NodeView, SLOT_BYTES, Value, corrupt, encode_inline,
-    encode_internal, encode_out_of_line, entry_key, insert_packed, internal_entry, set_link0,
-    shortest_separator,
+    encode_internal, encode_out_of_line, entry_key, insert_packed, internal_entry, remove_packed,
+    replace_packed, set_link0, shortest_separator,
 };
 use super::read::{check_key, check_level, parse_node, read_value};
 use super::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
@@ -179,12 +179,24 @@ pub(super) fn insert<C: Clock>(
     // the entry keeps its length, so the leaf's layout is unchanged and the new entry's bytes
     // overwrite the old ones in the copy (what a rebuild would give for a packed leaf, and the
     // leaf's own packing otherwise).
+    // Another length within the leaf's fill bounds: the entry is replaced in place too, moving
+    // the entries after it (`replace_packed`, the bytes a rebuild would give).
     if old.is_some() {
         let at = view.raw_range(i)?;
         if at.len() == entry.len() {
             let Leaf { addr, mut bytes } = leaf;
             bytes[at].copy_from_slice(&entry);
             tx.write_bytes(addr, &bytes)?;
+            return Ok(old);
+        }
+        let used = view.used() - at.len() + entry.len();
+        if used <= geo.cap && (path.is_empty() || used >= geo.fill_min) {
+            let Leaf { addr, mut bytes } = leaf;
+            if replace_packed(addr, &mut bytes, geo.node_bytes, i, &entry)? {
+                tx.write_bytes(addr, &bytes)?;
+            } else {
+                rebuild_leaf(tx, &geo, path, Leaf { addr, bytes }, i, &entry, true)?;
+            }
             return Ok(old);
         }
     }
@@ -251,6 +263,17 @@ pub(super) fn remove<C: Clock>(
             old
         }
     };
+    // A leaf left within its fill bounds (or the root) changes alone: the entry is removed from
+    // the copy in place (`remove_packed`, the bytes a rebuild would give).
+    let used = view.used() - SLOT_BYTES - view.raw_range(i)?.len();
+    let Leaf { addr, mut bytes } = leaf;
+    if (path.is_empty() || used >= geo.fill_min)
+        && remove_packed(addr, &mut bytes, geo.node_bytes, i)?
+    {
+        tx.write_bytes(addr, &bytes)?;
+        return Ok(Some(old));
+    }
+    let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
     let mut node = Pending::of(&view)?;
     node.entries.remove(i);
     settle_path(tx, &geo, path, node)?;
