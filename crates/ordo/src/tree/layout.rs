@@ -340,28 +340,35 @@ impl<'b> NodeView<'b> {
         }
     }
 
-    /// The key of entry `i` for a search: its length and bytes only, bounds-checked (the rest
-    /// of the entry is decoded, and checked, when the entry is used: [`NodeView::leaf`],
-    /// [`NodeView::child`]). A probe of a binary search decodes no value.
-    fn search_key(&self, i: usize) -> Result<&'b [u8], Error> {
-        let raw = self.raw(i)?;
-        let at = if self.header.level == 0 {
-            LEAF_ENTRY_HEADER_BYTES
-        } else {
-            INTERNAL_ENTRY_HEADER_BYTES
-        };
-        let len = get_u16(raw, 0).map(usize::from);
-        len.and_then(|len| raw.get(at..at + len))
-            .ok_or_else(|| corrupt(self.addr, "entry key is truncated"))
-    }
-
     /// The first entry index whose key is `>= key` (`strict`: `> key`), by binary search (one
-    /// comparison per probe, [`key_cmp`]).
+    /// comparison per probe, [`key_cmp`]). A probe reads the entry's key only, bounds-checked
+    /// (the rest of the entry is decoded, and checked, when the entry is used:
+    /// [`NodeView::leaf`], [`NodeView::child`]).
     pub(super) fn lower_bound(&self, key: &[u8], strict: bool) -> Result<usize, Error> {
-        let (mut lo, mut hi) = (0, self.header.count);
+        let h = &self.header;
+        let (mut lo, mut hi) = (0, h.count);
+        // The slot array, bounds-checked once (`parse` checked it ends by the data end).
+        let slots_end = HEADER_BYTES + SLOT_BYTES * h.count;
+        let slots = self.b.get(HEADER_BYTES..slots_end);
+        let slots = slots.ok_or_else(|| corrupt(self.addr, "node slot is truncated"))?;
+        let slot = |j: usize| {
+            slots.get(2 * j..2 * j + 2).map(|s| usize::from(u16::from_le_bytes([s[0], s[1]])))
+        };
+        let at = if h.level == 0 { LEAF_ENTRY_HEADER_BYTES } else { INTERNAL_ENTRY_HEADER_BYTES };
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let k = self.search_key(mid)?;
+            // Entry `mid`'s key, checked: the entry lies between the slot
+            // array and the data end, and its key inside it.
+            let start = slot(mid);
+            let end = if mid + 1 < h.count { slot(mid + 1) } else { Some(h.data_end) };
+            let k = start.zip(end).and_then(|(start, end)| {
+                let len = usize::from(get_u16(self.b, start)?);
+                let key_end = start + at + len;
+                (start >= slots_end && key_end <= end && end <= h.data_end)
+                    .then(|| self.b.get(start + at..key_end))
+                    .flatten()
+            });
+            let k = k.ok_or_else(|| corrupt(self.addr, "entry key is truncated"))?;
             match key_cmp(k, key) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Equal if strict => lo = mid + 1,
@@ -890,6 +897,31 @@ mod tests {
         let mut b = node.clone();
         assert!(!insert_packed(Addr::NULL, &mut b, N, 2, &encode_inline(b"z", b"")).unwrap());
         assert_eq!(b, node);
+    }
+
+    /// A probe checks the key it compares: one whose length runs past its entry, or an entry
+    /// that starts before the entry area, is corrupt, not a key. Without the checks the first
+    /// case compares the next entry's bytes and the second the slots.
+    #[test]
+    fn lower_bound_refuses_keys_outside_their_entries() {
+        let node = leaf_of(&[(b"a", b"1"), (b"bb", b"22"), (b"ccc", b"")]);
+        let at = NodeView::parse(Addr::NULL, &node, N).unwrap().raw_range(1).unwrap().start;
+        assert_eq!(
+            NodeView::parse(Addr::NULL, &node, N).unwrap().lower_bound(b"bb", false).unwrap(),
+            1
+        );
+        let mut long = node.clone();
+        long[at..at + 2].copy_from_slice(&9u16.to_le_bytes());
+        // Slot 1 points at the (zero) next-leaf link: a zero-length key there, were it taken.
+        let mut inside = node.clone();
+        inside[HEADER_BYTES + 2..HEADER_BYTES + 4].copy_from_slice(&16u16.to_le_bytes());
+        for b in [long, inside] {
+            let v = NodeView::parse(Addr::NULL, &b, N).unwrap();
+            for strict in [false, true] {
+                let r = v.lower_bound(b"bb", strict);
+                assert!(matches!(r, Err(Error::CorruptTree { .. })), "{r:?}");
+            }
+        }
     }
 
     /// `key_cmp` is `[u8]::cmp` on keys around the 8-byte word boundary: shorter, equal and
