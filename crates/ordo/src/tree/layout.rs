@@ -968,8 +968,7 @@ mod tests {
             let pairs: Vec<(&[u8], &[u8])> =
                 keys.iter().map(|k| (&k[..], &b"value-bytes"[..k.len() * 3])).collect();
             let node = leaf_of(&pairs);
-            for i in 0..usize::from(n) {
-                let key = &keys[i];
+            for (i, key) in keys.iter().enumerate() {
                 for value in [&b""[..], b"v", b"value-bytes", &[9; 40]] {
                     let raw = encode_inline(key, value);
                     let mut b = node.clone();
