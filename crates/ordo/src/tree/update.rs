@@ -5,8 +5,10 @@
 //! worker's read buffer and keeping only its address and the child taken, copying the leaf — and
 //! changes the leaf in memory. It then settles the path bottom-up: a node whose new entries fit
 //! and are above the minimum fill is written and the update ends there — the common case, which
-//! writes the leaf alone (an insert that fits splices its entry into the leaf's copy, giving the
-//! bytes a rebuild from its entry list would give). An over-full node is split (its parent gains a
+//! writes the leaf alone (an insert, a replacement or a removal that leaves the leaf within its
+//! bounds splices the leaf's copy in place — `splice_packed`, a same-length replacement just
+//! overwrites the entry — giving the bytes a rebuild from its entry list would give). An
+//! over-full node is split (its parent gains a
 //! separator); an under-full one is merged with or refilled from an adjacent sibling under the
 //! same parent (its parent loses or changes a separator). Either way the parent's entry list
 //! changes and is settled in turn (the parent is read again here, and must still route to the
