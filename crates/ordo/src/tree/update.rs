@@ -177,12 +177,11 @@ pub(super) fn insert<C: Clock>(
     } else {
         encode_out_of_line(key, value.len(), tx.alloc_bytes(value)?)
     };
-    // A value replaced by one of the same length and form (a counter, a fixed-size record):
-    // the entry keeps its length, so the leaf's layout is unchanged and the new entry's bytes
-    // overwrite the old ones in the copy (what a rebuild would give for a packed leaf, and the
-    // leaf's own packing otherwise).
-    // Another length within the leaf's fill bounds: the entry is replaced in place too, moving
-    // the entries after it (`replace_packed`, the bytes a rebuild would give).
+    // A replaced value changes the leaf alone when the leaf stays within its fill bounds. An
+    // entry of the same length (a counter, a fixed-size record) keeps the leaf's layout: its new
+    // bytes overwrite the old ones in the copy (what a rebuild would give for a packed leaf, and
+    // the leaf's own packing otherwise). Another length moves the entries after it
+    // (`replace_packed`, the bytes a rebuild would give).
     if old.is_some() {
         let at = view.raw_range(i)?;
         if at.len() == entry.len() {
