@@ -177,43 +177,39 @@ pub(super) fn insert<C: Clock>(
     } else {
         encode_out_of_line(key, value.len(), tx.alloc_bytes(value)?)
     };
-    // A replaced value changes the leaf alone when the leaf stays within its fill bounds. An
-    // entry of the same length (a counter, a fixed-size record) keeps the leaf's layout: its new
-    // bytes overwrite the old ones in the copy (what a rebuild would give for a packed leaf, and
-    // the leaf's own packing otherwise). Another length moves the entries after it
-    // (`replace_packed`, the bytes a rebuild would give).
-    if old.is_some() {
-        let at = view.raw_range(i)?;
-        if at.len() == entry.len() {
-            let Leaf { addr, mut bytes } = leaf;
-            bytes[at].copy_from_slice(&entry);
-            tx.write_bytes(addr, &bytes)?;
-            return Ok(old);
-        }
-        let used = view.used() - at.len() + entry.len();
-        if used <= geo.cap && (path.is_empty() || used >= geo.fill_min) {
-            let Leaf { addr, mut bytes } = leaf;
-            if replace_packed(addr, &mut bytes, geo.node_bytes, i, &entry)? {
-                tx.write_bytes(addr, &bytes)?;
-            } else {
-                rebuild_leaf(tx, &geo, path, Leaf { addr, bytes }, i, &entry, true)?;
-            }
-            return Ok(old);
-        }
-    }
-    // The common case: a new entry that leaves the leaf within its fill bounds changes the
-    // leaf alone, so it is inserted into the copy as it is (the bytes a rebuild would give).
-    let used = view.used() + SLOT_BYTES + entry.len();
-    if old.is_none() && used <= geo.cap && (path.is_empty() || used >= geo.fill_min) {
+    // The common case: an insert or replacement that leaves the leaf within its fill bounds
+    // changes the leaf alone, so the entry is spliced into the copy as it is (the bytes a
+    // rebuild would give). A replacement of the same length (a counter, a fixed-size record)
+    // keeps the leaf's layout: its new bytes just overwrite the old ones.
+    let replaced = old.is_some();
+    let at = if replaced { Some(view.raw_range(i)?) } else { None };
+    if let Some(at) = at.clone()
+        && at.len() == entry.len()
+    {
         let Leaf { addr, mut bytes } = leaf;
-        if insert_packed(addr, &mut bytes, geo.node_bytes, i, &entry)? {
+        bytes[at].copy_from_slice(&entry);
+        tx.write_bytes(addr, &bytes)?;
+        return Ok(old);
+    }
+    let used = match &at {
+        Some(at) => view.used() + entry.len() - at.len(),
+        None => view.used() + SLOT_BYTES + entry.len(),
+    };
+    if used <= geo.cap && (path.is_empty() || used >= geo.fill_min) {
+        let Leaf { addr, mut bytes } = leaf;
+        let spliced = if replaced {
+            replace_packed(addr, &mut bytes, geo.node_bytes, i, &entry)?
+        } else {
+            insert_packed(addr, &mut bytes, geo.node_bytes, i, &entry)?
+        };
+        if spliced {
             tx.write_bytes(addr, &bytes)?;
         } else {
-            rebuild_leaf(tx, &geo, path, Leaf { addr, bytes }, i, &entry, false)?;
+            rebuild_leaf(tx, &geo, path, Leaf { addr, bytes }, i, &entry, replaced)?;
         }
-        return Ok(None);
+        return Ok(old);
     }
-    rebuild_leaf(tx, &geo, path, leaf, i, &entry, old.is_some())?;
+    rebuild_leaf(tx, &geo, path, leaf, i, &entry, replaced)?;
     Ok(old)
 }
 
