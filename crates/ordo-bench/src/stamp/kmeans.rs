@@ -427,12 +427,12 @@ fn assign_points<C: Clock>(
             m.store(c as u32, Ordering::Relaxed);
             let acc = shared.accumulators[c];
             db.run(|tx| {
-                let mut words = tx.read_with(acc, bytes_to_words)?;
-                words[0] += 1;
-                for (w, x) in words[1..].iter_mut().zip(point) {
-                    *w = (*w as i64 + x) as u64;
-                }
-                tx.write_bytes(acc, &words_to_bytes(&words))
+                tx.update_words(acc, |words| {
+                    words[0] += 1;
+                    for (w, x) in words[1..].iter_mut().zip(point) {
+                        *w = (*w as i64 + x) as u64;
+                    }
+                })
             })?;
         }
     }

@@ -56,8 +56,8 @@ use rand::seq::index::sample;
 use rand::{SeedableRng, rngs::SmallRng};
 
 use super::{
-    Kernel, Size, alloc_objects, bytes_to_words, check_range, check_threads, on_threads,
-    parse_value, unknown_param, words_to_bytes,
+    Kernel, Size, alloc_objects, check_range, check_threads, on_threads, parse_value,
+    unknown_param, words_to_bytes,
 };
 use crate::error::BenchError;
 
@@ -442,12 +442,16 @@ fn claim<C: Clock>(
     let claimed = (|| {
         for &c in inner(path) {
             let (addr, slot) = grid.locate(c as usize);
-            let mut words = tx.read_with(addr, bytes_to_words)?;
-            if words.get(slot) != Some(&EMPTY) {
+            let claimed = tx.update_words(addr, |words| match words.get_mut(slot) {
+                Some(cell) if *cell == EMPTY => {
+                    *cell = id as u64 + 1;
+                    true
+                }
+                _ => false,
+            })?;
+            if !claimed {
                 return Err(ClaimError::Taken);
             }
-            words[slot] = id as u64 + 1;
-            tx.write_bytes(addr, &words_to_bytes(&words))?;
         }
         Ok(())
     })();

@@ -15,10 +15,15 @@
 //!    threads add their list sizes to a shared total in one transaction each.
 //! 2. *Implied edges* (the transactional part): for every edge `i → v` whose reverse `v → i`
 //!    does not exist, the thread owning `i` appends `i` to `v`'s in-list in one transaction.
-//!    Each vertex has a head object `[count, last_chunk, slot_0 .. slot_{K-1}]` with
-//!    `K = 2^(scale/3)` (STAMP's `MAX_CLUSTER_SIZE`); once `K` slots are full the transaction
-//!    allocates overflow chunks `[previous_chunk, slot_0 .. slot_{K-1}]` (STAMP's `auxArr`).
-//!    Transactions conflict when two threads append to the same vertex.
+//!    Each vertex has a head object `[count, last_chunk, slot_0 .. slot_3]` ([`HEAD_SLOTS`]);
+//!    once its slots are full the transaction allocates overflow chunks
+//!    `[previous_chunk, slot_0 .. slot_4]` ([`CHUNK_SLOTS`]; STAMP's `auxArr`). Every object
+//!    with its 16-byte header fills one 64-byte slot, which the heap aligns to a cache line, so
+//!    an append reads and writes one or two lines, as STAMP's appends write a count and one
+//!    slot of `impliedEdgeList`. (Until session 15 the head held STAMP's
+//!    `MAX_CLUSTER_SIZE` = `2^(scale/3)` slots inline: 528 bytes copied in and out per append
+//!    at the standard scale 20, and 528 MB of heads to set up.) Transactions conflict when two
+//!    threads append to the same vertex.
 //! 3. The in-lists are read back (read-only transactions per vertex range) and sorted.
 //!
 //! ## What is compared
@@ -35,6 +40,11 @@ use super::{
     parse_value, partition, unknown_param, words_to_bytes,
 };
 use crate::error::BenchError;
+
+/// In-list slots in a vertex's head object (after the count and the newest chunk's address).
+pub const HEAD_SLOTS: usize = 4;
+/// In-list slots in an overflow chunk (after the previous chunk's address).
+pub const CHUNK_SLOTS: usize = 5;
 
 /// Generator parameters (STAMP's `ssca2` flags).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -197,8 +207,7 @@ impl Kernel for Ssca2 {
     ) -> Result<Ssca2Output, BenchError> {
         check_threads(threads)?;
         let n = input.params.vertices();
-        let k = input.params.clique_max();
-        let empty = words_to_bytes(&vec![0u64; k + 2]);
+        let empty = words_to_bytes(&[0u64; 2 + HEAD_SLOTS]);
         let heads = alloc_objects(db, (0..n).map(|_| empty.clone()))?;
         let total = db.run(|tx| tx.alloc(&0u64))?;
         // Phase 1: out-lists per vertex range, sizes summed in a shared counter.
@@ -218,7 +227,7 @@ impl Kernel for Ssca2 {
             for i in partition(n, t, threads) {
                 for &v in out.of(i) {
                     if !has_edge(&out, v as usize, i as u32) {
-                        append(db, heads[v as usize], k, i as u32)?;
+                        append(db, heads[v as usize], i as u32)?;
                     }
                 }
             }
@@ -228,7 +237,7 @@ impl Kernel for Ssca2 {
         let parts = on_threads(threads, |t| {
             partition(n, t, threads)
                 .map(|v| {
-                    let mut l = read_list(db, heads[v], k)?;
+                    let mut l = read_list(db, heads[v])?;
                     l.sort_unstable();
                     Ok(l)
                 })
@@ -405,35 +414,42 @@ fn has_edge(out: &Adjacency, from: usize, to: u32) -> bool {
 }
 
 /// Appends `i` to the in-list at `head` (inline slots, then overflow chunks) in one transaction.
-fn append<C: Clock>(db: &Ordo<C>, head: Addr, k: usize, i: u32) -> Result<(), BenchError> {
+fn append<C: Clock>(db: &Ordo<C>, head: Addr, i: u32) -> Result<(), BenchError> {
     db.run(|tx| {
-        let mut words = tx.read_with(head, bytes_to_words)?;
-        let count = words[0] as usize;
-        if count < k {
-            words[2 + count] = u64::from(i);
-        } else if (count - k) % k == 0 {
-            let mut chunk = vec![0u64; k + 1];
-            chunk[0] = words[1];
+        // The head is updated in place; what else the append needs is decided from it.
+        let (count, last) = tx.update_words(head, |words| {
+            let count = words[0] as usize;
+            if count < HEAD_SLOTS {
+                words[2 + count] = u64::from(i);
+            }
+            words[0] += 1;
+            (count, words[1])
+        })?;
+        let Some(over) = count.checked_sub(HEAD_SLOTS) else {
+            return Ok(());
+        };
+        if over % CHUNK_SLOTS == 0 {
+            let mut chunk = [0u64; 1 + CHUNK_SLOTS];
+            chunk[0] = last;
             chunk[1] = u64::from(i);
-            words[1] = tx.alloc_bytes(&words_to_bytes(&chunk))?.to_raw();
+            let new = tx.alloc_bytes(&words_to_bytes(&chunk))?.to_raw();
+            tx.update_words(head, |words| words[1] = new)
         } else {
-            let last = Addr::from_raw(words[1]);
-            let mut chunk = tx.read_with(last, bytes_to_words)?;
-            chunk[1 + (count - k) % k] = u64::from(i);
-            tx.write_bytes(last, &words_to_bytes(&chunk))?;
+            tx.update_words(Addr::from_raw(last), |chunk| {
+                chunk[1 + over % CHUNK_SLOTS] = u64::from(i);
+            })
         }
-        words[0] += 1;
-        tx.write_bytes(head, &words_to_bytes(&words))
     })?;
     Ok(())
 }
 
 /// Reads the in-list at `head` back (in one read-only transaction).
-fn read_list<C: Clock>(db: &Ordo<C>, head: Addr, k: usize) -> Result<Vec<u32>, BenchError> {
+fn read_list<C: Clock>(db: &Ordo<C>, head: Addr) -> Result<Vec<u32>, BenchError> {
     let list = db.run(|tx| {
         let words = tx.read_with(head, bytes_to_words)?;
         let count = words[0] as usize;
-        let mut list: Vec<u32> = words[2..2 + count.min(k)].iter().map(|w| *w as u32).collect();
+        let mut list: Vec<u32> =
+            words[2..2 + count.min(HEAD_SLOTS)].iter().map(|w| *w as u32).collect();
         // Chunks are linked newest first; the newest may be partly filled.
         let mut chunks = Vec::new();
         let mut next = Addr::from_raw(words[1]);
@@ -442,9 +458,9 @@ fn read_list<C: Clock>(db: &Ordo<C>, head: Addr, k: usize) -> Result<Vec<u32>, B
             next = Addr::from_raw(chunk[0]);
             chunks.push(chunk);
         }
-        let mut left = count.saturating_sub(k);
+        let mut left = count.saturating_sub(HEAD_SLOTS);
         for chunk in chunks.iter().rev() {
-            let take = left.min(k);
+            let take = left.min(CHUNK_SLOTS);
             list.extend(chunk[1..1 + take].iter().map(|w| *w as u32));
             left -= take;
         }

@@ -619,6 +619,57 @@ impl<'db, C: Clock> Tx<'db, C> {
         Ok(())
     }
 
+    /// Changes an object in place: `f` gets its payload as little-endian words (the last one
+    /// zero-padded past the object's length) and may change them; the result is buffered as
+    /// this transaction's new value of `addr`, as [`Tx::read_with`] then [`Tx::write_bytes`]
+    /// would, without copying the payload out and back. Returns what `f` returns.
+    ///
+    /// `f` runs once, on the value this transaction sees: its own buffered write, or the
+    /// version read at `rts`, which joins the read set (so a concurrent write to `addr` aborts
+    /// this transaction at validation, as after any read-modify-write). Bytes `f` sets past the
+    /// object's length are ignored. The object's length does not change.
+    ///
+    /// # Isolation
+    /// As [`Tx::read`] for the read, as [`Tx::write_bytes`] for the write.
+    pub fn update_words<R>(
+        &mut self,
+        addr: Addr,
+        f: impl FnOnce(&mut [u64]) -> R,
+    ) -> Result<R, Error> {
+        self.check_live()?;
+        if self.read_only {
+            return Err(Error::ReadOnly { addr });
+        }
+        let (i, len_bytes) = match self.w().writes.find(addr) {
+            Some(i) => {
+                let e = self.w().writes.entries()[i];
+                if e.kind == WriteKind::Free {
+                    return Err(Error::NotAllocated { addr });
+                }
+                (i, e.len_bytes)
+            }
+            None => {
+                let at = self.read_at();
+                let entry = self.read_through_owner(addr, at)?;
+                self.record_read(entry)?;
+                let rts = self.rts;
+                let len_bytes = entry.len_bytes as usize;
+                let w = self.w();
+                let words = &w.scratch[..len_bytes.div_ceil(8)];
+                let expect = crate::object::Expect::NotAfter(rts);
+                let i = w.writes.push_words(addr, WriteKind::Update, words, len_bytes, expect);
+                self.written();
+                (i, len_bytes)
+            }
+        };
+        let words = self.w().writes.data_mut(i);
+        let r = f(words);
+        if let (Some(last), tail @ 1..) = (words.last_mut(), len_bytes % 8) {
+            *last &= u64::MAX >> (64 - 8 * tail);
+        }
+        Ok(r)
+    }
+
     /// The length of an allocated object at `rts`, without adding it to the read set (a blind
     /// write's lock checks the version instead).
     fn peek_len(&mut self, addr: Addr) -> Result<usize, Error> {

@@ -130,13 +130,46 @@ impl WriteSet {
         let data_start = self.words.len();
         push_bytes(&mut self.words, bytes);
         self.entries.push(WriteEntry { addr, kind, len_bytes: bytes.len(), expect, data_start });
+        self.index_last();
+    }
+
+    /// Indexes the entry just pushed once the set is long (building the index when it is new).
+    fn index_last(&mut self) {
+        let last = self.entries.len() - 1;
         if self.entries.len() > INDEX_THRESHOLD {
             if self.index.is_empty() {
                 self.index.extend(self.entries.iter().enumerate().map(|(i, e)| (e.addr, i)));
             } else {
-                self.index.insert(addr, self.entries.len() - 1);
+                self.index.insert(self.entries[last].addr, last);
             }
         }
+    }
+
+    /// Adds an entry for `addr` (not yet present) whose payload is `words` (`len_bytes` long,
+    /// the last word's bytes past it zero, as [`push_bytes`] leaves them); returns its position.
+    pub(crate) fn push_words(
+        &mut self,
+        addr: Addr,
+        kind: WriteKind,
+        words: &[u64],
+        len_bytes: usize,
+        expect: Expect,
+    ) -> usize {
+        debug_assert!(self.find(addr).is_none());
+        debug_assert_eq!(words.len(), len_bytes.div_ceil(8));
+        self.sorted = false;
+        let data_start = self.words.len();
+        self.words.extend_from_slice(words);
+        self.entries.push(WriteEntry { addr, kind, len_bytes, expect, data_start });
+        self.index_last();
+        self.entries.len() - 1
+    }
+
+    /// The payload words of entry `i`, to change in place (the caller keeps the bytes past
+    /// `len_bytes` zero).
+    pub(crate) fn data_mut(&mut self, i: usize) -> &mut [u64] {
+        let e = self.entries[i];
+        &mut self.words[e.data_start..e.data_start + e.len_bytes.div_ceil(8)]
     }
 
     /// Replaces the payload of entry `i` with `bytes` (same length).
@@ -330,6 +363,7 @@ mod tests {
     #[derive(Clone, Debug)]
     enum Op {
         Push(u64),
+        PushWords(u64),
         Remove(usize),
         Sort,
         SortReversed,
@@ -338,7 +372,8 @@ mod tests {
     fn op() -> impl proptest::strategy::Strategy<Value = Op> {
         use proptest::prelude::*;
         prop_oneof![
-            6 => (1u64..48).prop_map(Op::Push),
+            4 => (1u64..48).prop_map(Op::Push),
+            2 => (1u64..48).prop_map(Op::PushWords),
             2 => any::<usize>().prop_map(Op::Remove),
             1 => Just(Op::Sort),
             1 => Just(Op::SortReversed),
@@ -363,6 +398,14 @@ mod tests {
                         // An address already written keeps its entry (as `Tx` overwrites it).
                         if model.insert(addr, k).is_none() {
                             ws.push(addr, WriteKind::Update, &k.to_le_bytes()[..3], e);
+                        }
+                    }
+                    Op::PushWords(k) => {
+                        let addr = Addr::new(0, k * 64);
+                        if model.insert(addr, k).is_none() {
+                            let i = ws.push_words(addr, WriteKind::Update, &[k & 0xff_ffff], 3, e);
+                            proptest::prop_assert_eq!(ws.entries()[i].addr, addr);
+                            proptest::prop_assert_eq!(ws.data_mut(i), &mut [k & 0xff_ffff]);
                         }
                     }
                     Op::Remove(i) if !ws.is_empty() => {
