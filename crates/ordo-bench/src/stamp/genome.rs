@@ -513,7 +513,11 @@ impl Kernel for Genome {
         let segments = &input.segments;
         let (set, table) = db.run(|tx| {
             let table = BTree::create_with(tx, start_table_nodes(s))?;
-            Ok::<_, ordo::Error>((HashMap::create(tx, segments.len())?, table))
+            // Sized for the unique segments, at most one per gene position, as STAMP sizes its
+            // hash set by the gene length (sizing it by the 16 M drawn segments of the large
+            // input spread 16 k entries over 64 k buckets: a cache miss per lookup).
+            let unique_max = input.params.gene_length as usize;
+            Ok::<_, ordo::Error>((HashMap::create(tx, unique_max)?, table))
         })?;
         let phases = Phases { barrier: Barrier::new(threads), failed: AtomicBool::new(false) };
         let owned = on_threads(threads, |t| {
