@@ -253,10 +253,8 @@ impl Shared {
         if tail == 0 {
             tx.write(self.decoded, &[addr.to_raw(), addr.to_raw()])?;
         } else {
-            let tail = Addr::from_raw(tail);
-            let mut last = tx.read_bytes(tail)?;
-            last[..8].copy_from_slice(&addr.to_raw().to_le_bytes());
-            tx.write_bytes(tail, &last)?;
+            // The old tail's `next` word, changed in place (its payload is not copied out).
+            tx.update_words(Addr::from_raw(tail), |node| node[0] = addr.to_raw())?;
             tx.write(self.decoded, &[head, addr.to_raw()])?;
         }
         Ok(())
