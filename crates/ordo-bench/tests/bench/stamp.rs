@@ -10,7 +10,7 @@ use ordo::{Config, Ordo};
 use ordo_bench::error::BenchError;
 use ordo_bench::stamp::kmeans::{Kmeans, KmeansParams};
 use ordo_bench::stamp::labyrinth::{ENDPOINT, Labyrinth, LabyrinthParams};
-use ordo_bench::stamp::ssca2::{Ssca2, Ssca2Params};
+use ordo_bench::stamp::ssca2::{self, Ssca2, Ssca2Params};
 use ordo_bench::stamp::{App, Kernel, RunConfig, Size, kernel_params, run_app, run_kernel};
 use ordo_clock::{AnyClock, Counter, LogicalClock, OrdoClock, SystemClock};
 
@@ -83,10 +83,22 @@ fn ssca2_parallel_equals_sequential() {
     let input = Ssca2::generate(&tiny_ssca2(), 7).unwrap();
     let out = Ssca2::sequential(&input);
     // -u1.0 makes every intra-clique edge one-way, so there are many implied edges, and some
-    // vertex overflows the inline slots into chunks.
+    // vertex overflows the head's inline slots into a chunk.
     assert!(out.implied.list.len() > 100, "{}", out.implied.list.len());
-    let k = tiny_ssca2().clique_max();
-    assert!((0..256).any(|v| out.implied.of(v).len() > k));
+    assert!((0..256).any(|v| out.implied.of(v).len() > ssca2::HEAD_SLOTS));
+}
+
+/// Cliques of up to 16 vertices: some in-list runs past its head and two linked chunks, and
+/// the parallel in-lists still equal the sequential ones.
+#[test]
+fn ssca2_in_lists_chain_several_chunks() {
+    let params = Ssca2Params { scale: 12, ..tiny_ssca2() };
+    let input = Ssca2::generate(&params, 7).unwrap();
+    let out = Ssca2::sequential(&input);
+    let two_chunks = ssca2::HEAD_SLOTS + 2 * ssca2::CHUNK_SLOTS;
+    assert!((0..out.implied.vertices()).any(|v| out.implied.of(v).len() > two_chunks));
+    let report = run_kernel::<Ssca2, _>(&params, &config(), &clocks(), &mut |_| {}).unwrap();
+    assert_eq!(report.runs.len(), 6);
 }
 
 #[test]
