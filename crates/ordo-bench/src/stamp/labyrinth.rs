@@ -487,15 +487,17 @@ fn read_grid<C: Clock>(db: &Ordo<C>, grid: &Grid, out: &mut Vec<u64>) -> Result<
         let copied = db.run(|tx| {
             out.truncate(start);
             for &a in chunk {
-                let object =
+                let fits =
                     tx.read_with(a, |b| {
-                        (b.len() == CELLS_PER_OBJECT * 8).then(|| {
+                        let fits = b.len() == CELLS_PER_OBJECT * 8;
+                        if fits {
                             out.extend(b.chunks_exact(8).map(|w| {
                                 u64::from_le_bytes(w.try_into().expect("chunks of 8 bytes"))
-                            }))
-                        })
+                            }));
+                        }
+                        fits
                     })?;
-                if object.is_none() {
+                if !fits {
                     return Ok(Err(a));
                 }
             }
