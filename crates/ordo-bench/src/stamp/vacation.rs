@@ -21,7 +21,11 @@
 //! The parallel version runs each task as one transaction (as STAMP does with `TM_BEGIN` /
 //! `TM_END` around a client action), with the tasks split into contiguous chunks, one per
 //! thread. The same task code (`perform`) runs on plain `BTreeMap`s for the sequential
-//! version and on the engine's trees for the parallel one, through the `Store` trait.
+//! version and on the engine's trees for the parallel one, through the `Store` trait. A change
+//! to a resource (a reservation, a cancellation, an update) is one read-modify-write step,
+//! `Store::update_resource`: [`BTree::update`] on the engine, which descends the tree once where
+//! a `get` then an `insert` descend twice, and `BTreeMap::entry` in the sequential version, so
+//! that both make one lookup.
 //!
 //! ## Timing scope
 //! As in STAMP, whose timer brackets only `client_run` (`vacation.c`: the manager is filled
@@ -50,7 +54,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use ordo::tree::{BTree, TreeOptions};
+use ordo::tree::{BTree, Edit, TreeOptions};
 use ordo::{Ordo, Tx};
 use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
@@ -276,16 +280,28 @@ pub struct VacationState {
 /// Where the task code reads and writes: plain maps or the engine inside a transaction.
 trait Store {
     fn resource(&mut self, kind: ResourceKind, id: u64) -> Result<Option<Resource>, BenchError>;
-    /// Replaces (`Some`) or removes (`None`) a resource.
-    fn set_resource(
+    /// Reads a resource and replaces or removes it as `f` says, in one step (one tree descent):
+    /// `f` gets the resource (`None`: absent) and returns [`Change::Keep`], or what to write.
+    fn update_resource(
         &mut self,
         kind: ResourceKind,
         id: u64,
-        r: Option<Resource>,
+        f: impl FnOnce(Option<Resource>) -> Change,
     ) -> Result<(), BenchError>;
     fn customer(&mut self, id: u64) -> Result<Option<Vec<ReservationInfo>>, BenchError>;
     /// Replaces (`Some`) or removes (`None`) a customer.
     fn set_customer(&mut self, id: u64, c: Option<&[ReservationInfo]>) -> Result<(), BenchError>;
+}
+
+/// What [`Store::update_resource`] does with a resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    /// Nothing.
+    Keep,
+    /// Write this resource (creating it if absent).
+    Set(Resource),
+    /// Remove it.
+    Remove,
 }
 
 impl Store for VacationState {
@@ -293,17 +309,26 @@ impl Store for VacationState {
         Ok(self.resources[kind.index()].get(&id).copied())
     }
 
-    fn set_resource(
+    fn update_resource(
         &mut self,
         kind: ResourceKind,
         id: u64,
-        r: Option<Resource>,
+        f: impl FnOnce(Option<Resource>) -> Change,
     ) -> Result<(), BenchError> {
-        let table = &mut self.resources[kind.index()];
-        match r {
-            Some(r) => table.insert(id, r),
-            None => table.remove(&id),
-        };
+        // One lookup, as the engine's tree descends once.
+        use std::collections::btree_map::Entry;
+        match self.resources[kind.index()].entry(id) {
+            Entry::Vacant(slot) => {
+                if let Change::Set(r) = f(None) {
+                    slot.insert(r);
+                }
+            }
+            Entry::Occupied(mut slot) => match f(Some(*slot.get())) {
+                Change::Keep => {}
+                Change::Set(r) => *slot.get_mut() = r,
+                Change::Remove => drop(slot.remove()),
+            },
+        }
         Ok(())
     }
 
@@ -341,18 +366,29 @@ impl<C: Clock> Store for TxStore<'_, '_, C> {
         }
     }
 
-    fn set_resource(
+    fn update_resource(
         &mut self,
         kind: ResourceKind,
         id: u64,
-        r: Option<Resource>,
+        f: impl FnOnce(Option<Resource>) -> Change,
     ) -> Result<(), BenchError> {
         let tree = self.tables.resources[kind.index()];
-        match r {
-            Some(r) => tree.insert(self.tx, &id.to_be_bytes(), &r.encode())?,
-            None => tree.remove(self.tx, &id.to_be_bytes())?,
-        };
-        Ok(())
+        let mut bad = None;
+        tree.update(self.tx, &id.to_be_bytes(), |old| {
+            let old = match old.map(|v| Resource::decode(kind, id, v)).transpose() {
+                Ok(old) => old,
+                Err(e) => {
+                    bad = Some(e);
+                    return Edit::Keep;
+                }
+            };
+            match f(old) {
+                Change::Keep => Edit::Keep,
+                Change::Set(r) => Edit::Set(r.encode().to_vec()),
+                Change::Remove => Edit::Remove,
+            }
+        })?;
+        bad.map_or(Ok(()), Err)
     }
 
     fn customer(&mut self, id: u64) -> Result<Option<Vec<ReservationInfo>>, BenchError> {
@@ -372,6 +408,22 @@ impl<C: Clock> Store for TxStore<'_, '_, C> {
     }
 }
 
+/// `r` with `delta` units added (or removed) and, if given, the new price: the change STAMP's
+/// `manager_add*` makes, or `None` when it does not apply (fewer than `-delta` units free). A
+/// resource left with no unit is removed.
+fn adjusted(mut r: Resource, delta: i64, price: Option<u64>) -> Option<Change> {
+    let free = r.free.checked_add_signed(delta)?;
+    r.free = free;
+    r.total = r.used + free;
+    if r.total == 0 {
+        return Some(Change::Remove);
+    }
+    if let Some(price) = price {
+        r.price = price;
+    }
+    Some(Change::Set(r))
+}
+
 /// STAMP's `manager_add*`: `delta` units at `price` (`None`: keep the price). Returns whether it
 /// applied.
 fn add_resource<S: Store>(
@@ -381,30 +433,20 @@ fn add_resource<S: Store>(
     delta: i64,
     price: Option<u64>,
 ) -> Result<bool, BenchError> {
-    match s.resource(kind, id)? {
-        None => match price {
-            Some(price) if delta >= 1 => {
+    let mut applied = false;
+    s.update_resource(kind, id, |r| {
+        let change = match (r, price) {
+            (None, Some(price)) if delta >= 1 => {
                 let n = delta.unsigned_abs();
-                s.set_resource(kind, id, Some(Resource { used: 0, free: n, total: n, price }))?;
-                Ok(true)
+                Some(Change::Set(Resource { used: 0, free: n, total: n, price }))
             }
-            _ => Ok(false),
-        },
-        Some(mut r) => {
-            let Some(free) = r.free.checked_add_signed(delta) else { return Ok(false) };
-            r.free = free;
-            r.total = r.used + free;
-            if r.total == 0 {
-                s.set_resource(kind, id, None)?;
-            } else {
-                if let Some(price) = price {
-                    r.price = price;
-                }
-                s.set_resource(kind, id, Some(r))?;
-            }
-            Ok(true)
-        }
-    }
+            (None, _) => None,
+            (Some(r), _) => adjusted(r, delta, price),
+        };
+        applied = change.is_some();
+        change.unwrap_or(Change::Keep)
+    })?;
+    Ok(applied)
 }
 
 /// STAMP's `manager_reserve`: one unit of `(kind, id)` for `customer`, unless the customer or
@@ -416,17 +458,21 @@ fn reserve<S: Store>(
     id: u64,
 ) -> Result<bool, BenchError> {
     let Some(mut infos) = s.customer(customer)? else { return Ok(false) };
-    let Some(mut r) = s.resource(kind, id)? else { return Ok(false) };
-    if r.free == 0 {
-        return Ok(false);
-    }
     let Err(pos) = infos.binary_search_by_key(&(kind, id), |i| (i.kind, i.id)) else {
         return Ok(false);
     };
-    infos.insert(pos, ReservationInfo { kind, id, price: r.price });
-    r.used += 1;
-    r.free -= 1;
-    s.set_resource(kind, id, Some(r))?;
+    let mut paid = None;
+    s.update_resource(kind, id, |r| match r {
+        Some(mut r) if r.free > 0 => {
+            paid = Some(r.price);
+            r.used += 1;
+            r.free -= 1;
+            Change::Set(r)
+        }
+        _ => Change::Keep,
+    })?;
+    let Some(price) = paid else { return Ok(false) };
+    infos.insert(pos, ReservationInfo { kind, id, price });
     s.set_customer(customer, Some(&infos))?;
     Ok(true)
 }
@@ -456,16 +502,22 @@ fn perform<S: Store>(s: &mut S, task: &Task) -> Result<(), BenchError> {
         Task::DeleteCustomer { customer } => {
             if let Some(infos) = s.customer(*customer)? {
                 for info in &infos {
-                    let held = s.resource(info.kind, info.id)?.filter(|r| r.used > 0);
-                    let Some(mut r) = held else {
+                    let mut held = false;
+                    s.update_resource(info.kind, info.id, |r| match r {
+                        Some(mut r) if r.used > 0 => {
+                            held = true;
+                            r.used -= 1;
+                            r.free += 1;
+                            Change::Set(r)
+                        }
+                        _ => Change::Keep,
+                    })?;
+                    if !held {
                         return Err(BenchError::Inconsistent(format!(
                             "customer {customer} holds {:?} {}, which has no unit in use",
                             info.kind, info.id
                         )));
-                    };
-                    r.used -= 1;
-                    r.free += 1;
-                    s.set_resource(info.kind, info.id, Some(r))?;
+                    }
                 }
                 s.set_customer(*customer, None)?;
             }
@@ -478,9 +530,13 @@ fn perform<S: Store>(s: &mut S, task: &Task) -> Result<(), BenchError> {
                         add_resource(s, kind, id, units, Some(price))?;
                     }
                     (UpdateOp::Delete, ResourceKind::Flight) => {
-                        if let Some(r) = s.resource(kind, id)?.filter(|r| r.used == 0) {
-                            add_resource(s, kind, id, -(r.total as i64), None)?;
-                        }
+                        // Only a flight with no seat in use is deleted, all its seats at once.
+                        s.update_resource(kind, id, |r| match r {
+                            Some(r) if r.used == 0 => {
+                                adjusted(r, -(r.total as i64), None).unwrap_or(Change::Keep)
+                            }
+                            _ => Change::Keep,
+                        })?;
                     }
                     (UpdateOp::Delete, _) => {
                         add_resource(s, kind, id, -units, None)?;

@@ -269,6 +269,17 @@ impl TreeStats {
     }
 }
 
+/// What [`BTree::update`] does with a key, decided from its current value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// Leave the key as it is (absent or with its value); nothing is written.
+    Keep,
+    /// Set the key to this value, inserting it if absent.
+    Set(Vec<u8>),
+    /// Remove the key (nothing, if it is absent).
+    Remove,
+}
+
 /// A transactional B+tree from byte strings to byte strings in lexicographic key order; a `Copy`
 /// handle naming its root node, whose address never changes. See the [module docs](self) for the
 /// structure, layout and costs.
@@ -364,6 +375,40 @@ impl BTree {
         value: &[u8],
     ) -> Result<Option<Vec<u8>>, Error> {
         update::insert(tx, self.root, key, value)
+    }
+
+    /// Reads `key`'s value (`None`: absent), passes it to `f`, and does what `f` returns:
+    /// [`Edit::Keep`] writes nothing, [`Edit::Set`] sets the key (inserting it if absent), and
+    /// [`Edit::Remove`] removes it. A read-modify-write of one key that descends the tree once,
+    /// where [`BTree::get`] then [`BTree::insert`] descends twice.
+    ///
+    /// ```
+    /// use ordo::{Config, Ordo, tree::{BTree, Edit}};
+    /// use ordo_clock::LogicalClock;
+    ///
+    /// let db = Ordo::with_clock(Config::default(), LogicalClock::new())?;
+    /// let tree = db.run(|tx| BTree::create(tx))?;
+    /// // A counter: created at 1, then incremented.
+    /// for _ in 0..3 {
+    ///     db.run(|tx| tree.update(tx, b"hits", |old| {
+    ///         let n = old.map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap_or_default()));
+    ///         Edit::Set((n + 1).to_le_bytes().to_vec())
+    ///     }))?;
+    /// }
+    /// assert_eq!(db.run(|tx| tree.get(tx, b"hits"))?, Some(3u64.to_le_bytes().to_vec()));
+    /// # Ok::<(), ordo::Error>(())
+    /// ```
+    ///
+    /// # Conflicts
+    /// As [`BTree::insert`] or [`BTree::remove`] for what `f` returns; [`Edit::Keep`] reads the
+    /// path, the leaf and a long value's object, and writes nothing.
+    pub fn update<C: Clock>(
+        &self,
+        tx: &mut Tx<'_, C>,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> Edit,
+    ) -> Result<(), Error> {
+        update::update(tx, self.root, key, f)
     }
 
     /// Removes `key`; returns its value.

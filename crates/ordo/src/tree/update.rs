@@ -37,7 +37,7 @@ use super::layout::{
     replace_packed, set_link0, shortest_separator,
 };
 use super::read::{check_key, check_level, parse_node, read_value};
-use super::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
+use super::{Edit, KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
 /// An internal node on the path from the root, with the index of the child the path took. Its
 /// bytes are not kept: they are read again only when the update reaches it (a split or an
@@ -151,6 +151,18 @@ pub(super) fn insert<C: Clock>(
     check_value(value)?;
     let (geo, path, leaf) = descend(tx, root, key)?;
     check_key(key, geo.key_max)?;
+    insert_at(tx, &geo, path, leaf, key, value)
+}
+
+/// [`insert`] after the descent: sets `key` to `value` in `leaf`, reached by `path`.
+fn insert_at<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    geo: &Geometry,
+    path: Vec<Frame>,
+    leaf: Leaf,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Option<Vec<u8>>, Error> {
     let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
     let i = view.lower_bound(key, false)?;
     let existing = match i < view.count() {
@@ -205,11 +217,11 @@ pub(super) fn insert<C: Clock>(
         if spliced {
             tx.write_bytes(addr, &bytes)?;
         } else {
-            rebuild_leaf(tx, &geo, path, Leaf { addr, bytes }, i, &entry, replaced)?;
+            rebuild_leaf(tx, geo, path, Leaf { addr, bytes }, i, &entry, replaced)?;
         }
         return Ok(old);
     }
-    rebuild_leaf(tx, &geo, path, leaf, i, &entry, replaced)?;
+    rebuild_leaf(tx, geo, path, leaf, i, &entry, replaced)?;
     Ok(old)
 }
 
@@ -243,6 +255,17 @@ pub(super) fn remove<C: Clock>(
     check_key(key, KEY_BYTES_MAX)?;
     let (geo, path, leaf) = descend(tx, root, key)?;
     check_key(key, geo.key_max)?;
+    remove_at(tx, &geo, path, leaf, key)
+}
+
+/// [`remove`] after the descent: removes `key` from `leaf`, reached by `path`.
+fn remove_at<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    geo: &Geometry,
+    path: Vec<Frame>,
+    leaf: Leaf,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, Error> {
     let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
     let i = view.lower_bound(key, false)?;
     if i == view.count() {
@@ -273,8 +296,41 @@ pub(super) fn remove<C: Clock>(
     let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
     let mut node = Pending::of(&view)?;
     node.entries.remove(i);
-    settle_path(tx, &geo, path, node)?;
+    settle_path(tx, geo, path, node)?;
     Ok(Some(old))
+}
+
+/// Reads `key`'s value, asks `f` what to do with it, and does it, descending once.
+pub(super) fn update<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    root: Addr,
+    key: &[u8],
+    f: impl FnOnce(Option<&[u8]>) -> Edit,
+) -> Result<(), Error> {
+    check_key(key, KEY_BYTES_MAX)?;
+    let (geo, path, leaf) = descend(tx, root, key)?;
+    check_key(key, geo.key_max)?;
+    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let i = view.lower_bound(key, false)?;
+    let existing = match i < view.count() {
+        true => Some(view.leaf(i)?).filter(|e| e.key == key).map(|e| e.value),
+        false => None,
+    };
+    let present = existing.is_some();
+    let edit = match existing {
+        None => f(None),
+        Some(Value::Inline(v)) => f(Some(v)),
+        Some(Value::OutOfLine { addr, len }) => f(Some(&read_value(tx, addr, len)?)),
+    };
+    match edit {
+        Edit::Keep => Ok(()),
+        Edit::Set(value) => {
+            check_value(&value)?;
+            insert_at(tx, &geo, path, leaf, key, &value).map(drop)
+        }
+        Edit::Remove if present => remove_at(tx, &geo, path, leaf, key).map(drop),
+        Edit::Remove => Ok(()),
+    }
 }
 
 /// Settles `node` (the leaf) and, as far as its changes reach, its ancestors on `path`.

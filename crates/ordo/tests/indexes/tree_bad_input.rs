@@ -10,7 +10,8 @@ use std::ops::ControlFlow;
 
 use ordo::map::HashMap;
 use ordo::tree::{
-    BTree, Direction, KEY_BYTES_MAX, NODE_BYTES_MAX, NODE_BYTES_MIN, TreeOptions, VALUE_BYTES_MAX,
+    BTree, Direction, Edit, KEY_BYTES_MAX, NODE_BYTES_MAX, NODE_BYTES_MIN, TreeOptions,
+    VALUE_BYTES_MAX,
 };
 use ordo::{Error, Versions};
 use tree_common::db;
@@ -88,6 +89,16 @@ fn oversized_keys_and_values_are_refused_and_change_nothing() {
     assert!(matches!(tree.insert(&mut tx, b"k", &long_value), Err(Error::ValueTooLarge { .. })));
     assert!(matches!(tree.get(&mut tx, &long_key), Err(Error::KeyTooLarge { .. })));
     assert!(matches!(tree.remove(&mut tx, &long_key), Err(Error::KeyTooLarge { .. })));
+    // `update` refuses a long key before it reads anything (its closure is not called), and a
+    // long value its closure returns before it writes anything.
+    let refused = tree.update(&mut tx, &long_key, |_| unreachable!("called for a refused key"));
+    assert!(matches!(refused, Err(Error::KeyTooLarge { .. })));
+    let refused = tree.update(&mut tx, b"k", |old| {
+        assert_eq!(old, Some(&b"v"[..]));
+        Edit::Set(long_value.clone())
+    });
+    assert!(matches!(refused, Err(Error::ValueTooLarge { .. })));
+    assert_eq!(tree.get(&mut tx, b"k").unwrap(), Some(b"v".to_vec()));
     assert!(tx.doomed().is_none());
     // The limits themselves are fine.
     let max_key = vec![1u8; KEY_BYTES_MAX];

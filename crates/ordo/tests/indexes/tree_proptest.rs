@@ -9,7 +9,7 @@ use crate::tree_common;
 use std::ops::Bound;
 
 use ordo::Versions;
-use ordo::tree::{BTree, Direction, TreeOptions};
+use ordo::tree::{BTree, Direction, Edit, TreeOptions};
 use proptest::prelude::*;
 use tree_common::{Model, as_ref, db, inverted, model_range};
 
@@ -18,6 +18,8 @@ enum Op {
     Insert(Vec<u8>, Vec<u8>),
     Remove(Vec<u8>),
     Get(Vec<u8>),
+    /// `BTree::update` with the edit `edit_of(mode, old, suffix)`.
+    Update(Vec<u8>, u8, Vec<u8>),
     Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool, Option<usize>),
 }
 
@@ -42,9 +44,23 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (key(), prop::collection::vec(any::<u8>(), 0..80)).prop_map(|(k, v)| Op::Insert(k, v)),
         3 => key().prop_map(Op::Remove),
         1 => key().prop_map(Op::Get),
+        3 => (key(), 0u8..4, prop::collection::vec(any::<u8>(), 0..60))
+            .prop_map(|(k, mode, suffix)| Op::Update(k, mode, suffix)),
         1 => (bound(), bound(), any::<bool>(), prop::option::of(0usize..6))
             .prop_map(|(lo, hi, fwd, limit)| Op::Range(lo, hi, fwd, limit)),
     ]
+}
+
+/// The edit an `Op::Update` makes from the old value: keep, remove, or set the old value (empty
+/// if absent) with `suffix` appended — growing values cross the inline limit into value objects
+/// — or `suffix` alone, which may shrink them back.
+fn edit_of(mode: u8, old: Option<&[u8]>, suffix: &[u8]) -> Edit {
+    match mode {
+        0 => Edit::Keep,
+        1 => Edit::Remove,
+        2 => Edit::Set([old.unwrap_or_default(), suffix].concat()),
+        _ => Edit::Set(suffix.to_vec()),
+    }
 }
 
 /// Transactions: their operations and whether they commit.
@@ -74,6 +90,20 @@ proptest! {
                     }
                     Op::Get(k) => {
                         prop_assert_eq!(tree.get(&mut tx, &k).unwrap(), pending.get(&k).cloned());
+                    }
+                    Op::Update(k, mode, suffix) => {
+                        let mut seen = None;
+                        tree.update(&mut tx, &k, |old| {
+                            seen = Some(old.map(<[u8]>::to_vec));
+                            edit_of(mode, old, &suffix)
+                        })
+                        .unwrap();
+                        prop_assert_eq!(seen, Some(pending.get(&k).cloned()), "f saw the value");
+                        match edit_of(mode, pending.get(&k).map(Vec::as_slice), &suffix) {
+                            Edit::Keep => {}
+                            Edit::Remove => drop(pending.remove(&k)),
+                            Edit::Set(v) => drop(pending.insert(k, v)),
+                        }
                     }
                     Op::Range(lo, hi, forward, limit) => {
                         let dir = if forward { Direction::Forward } else { Direction::Backward };
