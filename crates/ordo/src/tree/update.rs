@@ -140,6 +140,68 @@ fn descend<C: Clock>(
     Err(corrupt(root, "tree is deeper than the level limit"))
 }
 
+/// Where a key is in the leaf an update descended to: the index of its entry (or where it would
+/// go) and, when present, where its value is.
+#[derive(Clone)]
+struct Slot {
+    index: usize,
+    existing: Option<Stored>,
+}
+
+/// Where a present key's value is.
+#[derive(Clone)]
+enum Stored {
+    /// These bytes of the leaf.
+    Inline(std::ops::Range<usize>),
+    /// Its own object of `len` bytes.
+    OutOfLine { addr: Addr, len: usize },
+}
+
+/// Descends to `key`'s leaf and finds the key in it. Every update starts here, so the leaf is
+/// searched once per operation.
+fn find<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    root: Addr,
+    key: &[u8],
+) -> Result<(Geometry, Vec<Frame>, Leaf, Slot), Error> {
+    check_key(key, KEY_BYTES_MAX)?;
+    let (geo, path, leaf) = descend(tx, root, key)?;
+    check_key(key, geo.key_max)?;
+    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let index = view.lower_bound(key, false)?;
+    let entry = match index < view.count() {
+        true => Some(view.leaf(index)?).filter(|e| e.key == key),
+        false => None,
+    };
+    let existing = match entry.map(|e| e.value) {
+        None => None,
+        // An inline value is the tail of its entry.
+        Some(Value::Inline(v)) => {
+            let end = view.raw_range(index)?.end;
+            Some(Stored::Inline(end - v.len()..end))
+        }
+        Some(Value::OutOfLine { addr, len }) => Some(Stored::OutOfLine { addr, len }),
+    };
+    Ok((geo, path, leaf, Slot { index, existing }))
+}
+
+/// Runs `f` on the value at `slot` of `leaf` (`None`: absent), reading a long value's object.
+fn with_old<C: Clock, R>(
+    tx: &mut Tx<'_, C>,
+    leaf: &Leaf,
+    slot: &Slot,
+    f: impl FnOnce(Option<&[u8]>) -> R,
+) -> Result<R, Error> {
+    match &slot.existing {
+        None => Ok(f(None)),
+        Some(Stored::Inline(range)) => match leaf.bytes.get(range.clone()) {
+            Some(v) => Ok(f(Some(v))),
+            None => Err(corrupt(leaf.addr, "inline value lies outside its leaf")),
+        },
+        Some(Stored::OutOfLine { addr, len }) => Ok(f(Some(&read_value(tx, *addr, *len)?))),
+    }
+}
+
 /// Sets `key` to `value`; returns the value replaced.
 pub(super) fn insert<C: Clock>(
     tx: &mut Tx<'_, C>,
@@ -149,42 +211,32 @@ pub(super) fn insert<C: Clock>(
 ) -> Result<Option<Vec<u8>>, Error> {
     check_key(key, KEY_BYTES_MAX)?;
     check_value(value)?;
-    let (geo, path, leaf) = descend(tx, root, key)?;
-    check_key(key, geo.key_max)?;
-    insert_at(tx, &geo, path, leaf, key, value)
+    let (geo, path, leaf, slot) = find(tx, root, key)?;
+    let old = with_old(tx, &leaf, &slot, |v| v.map(<[u8]>::to_vec))?;
+    set_at(tx, &geo, path, leaf, slot, key, value)?;
+    Ok(old)
 }
 
-/// [`insert`] after the descent: sets `key` to `value` in `leaf`, reached by `path`.
-fn insert_at<C: Clock>(
+/// Sets `key`, found at `slot` of `leaf` (reached by `path`), to `value`.
+fn set_at<C: Clock>(
     tx: &mut Tx<'_, C>,
     geo: &Geometry,
     path: Vec<Frame>,
     leaf: Leaf,
+    slot: Slot,
     key: &[u8],
     value: &[u8],
-) -> Result<Option<Vec<u8>>, Error> {
-    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
-    let i = view.lower_bound(key, false)?;
-    let existing = match i < view.count() {
-        true => Some(view.leaf(i)?).filter(|e| e.key == key).map(|e| e.value),
-        false => None,
-    };
-    let old = match existing {
-        None => None,
-        Some(Value::Inline(v)) => Some(v.to_vec()),
-        Some(Value::OutOfLine { addr, len }) => {
-            let old = read_value(tx, addr, len)?;
-            if !geo.is_inline(key.len(), value.len()) && value.len() == len {
-                // Same size: only the value object changes, so readers of other keys of the
-                // leaf do not conflict with this update.
-                tx.write_bytes(addr, value)?;
-                return Ok(Some(old));
-            }
-            tx.free(addr)?;
-            Some(old)
+) -> Result<(), Error> {
+    let inline = geo.is_inline(key.len(), value.len());
+    if let Some(Stored::OutOfLine { addr, len }) = slot.existing {
+        if !inline && value.len() == len {
+            // Same size: only the value object changes, so readers of other keys of the leaf
+            // do not conflict with this update.
+            return tx.write_bytes(addr, value);
         }
-    };
-    let entry = if geo.is_inline(key.len(), value.len()) {
+        tx.free(addr)?;
+    }
+    let entry = if inline {
         encode_inline(key, value)
     } else {
         encode_out_of_line(key, value.len(), tx.alloc_bytes(value)?)
@@ -193,20 +245,21 @@ fn insert_at<C: Clock>(
     // changes the leaf alone, so the entry is spliced into the copy as it is (the bytes a
     // rebuild would give). A replacement of the same length (a counter, a fixed-size record)
     // keeps the leaf's layout: its new bytes just overwrite the old ones.
-    let replaced = old.is_some();
+    let i = slot.index;
+    let replaced = slot.existing.is_some();
+    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
     let at = if replaced { Some(view.raw_range(i)?) } else { None };
-    if let Some(at) = at.clone()
-        && at.len() == entry.len()
-    {
-        let Leaf { addr, mut bytes } = leaf;
-        bytes[at].copy_from_slice(&entry);
-        tx.write_bytes(addr, &bytes)?;
-        return Ok(old);
-    }
     let used = match &at {
         Some(at) => view.used() + entry.len() - at.len(),
         None => view.used() + SLOT_BYTES + entry.len(),
     };
+    if let Some(at) = at
+        && at.len() == entry.len()
+    {
+        let Leaf { addr, mut bytes } = leaf;
+        bytes[at].copy_from_slice(&entry);
+        return tx.write_bytes(addr, &bytes);
+    }
     if used <= geo.cap && (path.is_empty() || used >= geo.fill_min) {
         let Leaf { addr, mut bytes } = leaf;
         let spliced = if replaced {
@@ -215,14 +268,11 @@ fn insert_at<C: Clock>(
             insert_packed(addr, &mut bytes, geo.node_bytes, i, &entry)?
         };
         if spliced {
-            tx.write_bytes(addr, &bytes)?;
-        } else {
-            rebuild_leaf(tx, geo, path, Leaf { addr, bytes }, i, &entry, replaced)?;
+            return tx.write_bytes(addr, &bytes);
         }
-        return Ok(old);
+        return rebuild_leaf(tx, geo, path, Leaf { addr, bytes }, i, &entry, replaced);
     }
-    rebuild_leaf(tx, geo, path, leaf, i, &entry, replaced)?;
-    Ok(old)
+    rebuild_leaf(tx, geo, path, leaf, i, &entry, replaced)
 }
 
 /// Rebuilds `leaf` with `entry` inserted as entry `i` (or replacing it) and settles the path.
@@ -252,52 +302,39 @@ pub(super) fn remove<C: Clock>(
     root: Addr,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, Error> {
-    check_key(key, KEY_BYTES_MAX)?;
-    let (geo, path, leaf) = descend(tx, root, key)?;
-    check_key(key, geo.key_max)?;
-    remove_at(tx, &geo, path, leaf, key)
+    let (geo, path, leaf, slot) = find(tx, root, key)?;
+    let old = with_old(tx, &leaf, &slot, |v| v.map(<[u8]>::to_vec))?;
+    remove_at(tx, &geo, path, leaf, slot)?;
+    Ok(old)
 }
 
-/// [`remove`] after the descent: removes `key` from `leaf`, reached by `path`.
+/// Removes the key found at `slot` of `leaf` (reached by `path`); nothing if it is absent.
 fn remove_at<C: Clock>(
     tx: &mut Tx<'_, C>,
     geo: &Geometry,
     path: Vec<Frame>,
     leaf: Leaf,
-    key: &[u8],
-) -> Result<Option<Vec<u8>>, Error> {
-    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
-    let i = view.lower_bound(key, false)?;
-    if i == view.count() {
-        return Ok(None);
+    slot: Slot,
+) -> Result<(), Error> {
+    let Some(existing) = &slot.existing else { return Ok(()) };
+    if let Stored::OutOfLine { addr, .. } = *existing {
+        tx.free(addr)?;
     }
-    let e = view.leaf(i)?;
-    if e.key != key {
-        return Ok(None);
-    }
-    let old = match e.value {
-        Value::Inline(v) => v.to_vec(),
-        Value::OutOfLine { addr, len } => {
-            let old = read_value(tx, addr, len)?;
-            tx.free(addr)?;
-            old
-        }
-    };
     // A leaf left within its fill bounds (or the root) changes alone: the entry is removed from
     // the copy in place (`remove_packed`, the bytes a rebuild would give).
+    let i = slot.index;
+    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
     let used = view.used() - SLOT_BYTES - view.raw_range(i)?.len();
     let Leaf { addr, mut bytes } = leaf;
     if (path.is_empty() || used >= geo.fill_min)
         && remove_packed(addr, &mut bytes, geo.node_bytes, i)?
     {
-        tx.write_bytes(addr, &bytes)?;
-        return Ok(Some(old));
+        return tx.write_bytes(addr, &bytes);
     }
     let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
     let mut node = Pending::of(&view)?;
     node.entries.remove(i);
-    settle_path(tx, geo, path, node)?;
-    Ok(Some(old))
+    settle_path(tx, geo, path, node)
 }
 
 /// Reads `key`'s value, asks `f` what to do with it, and does it, descending once.
@@ -307,29 +344,14 @@ pub(super) fn update<C: Clock>(
     key: &[u8],
     f: impl FnOnce(Option<&[u8]>) -> Edit,
 ) -> Result<(), Error> {
-    check_key(key, KEY_BYTES_MAX)?;
-    let (geo, path, leaf) = descend(tx, root, key)?;
-    check_key(key, geo.key_max)?;
-    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
-    let i = view.lower_bound(key, false)?;
-    let existing = match i < view.count() {
-        true => Some(view.leaf(i)?).filter(|e| e.key == key).map(|e| e.value),
-        false => None,
-    };
-    let present = existing.is_some();
-    let edit = match existing {
-        None => f(None),
-        Some(Value::Inline(v)) => f(Some(v)),
-        Some(Value::OutOfLine { addr, len }) => f(Some(&read_value(tx, addr, len)?)),
-    };
-    match edit {
+    let (geo, path, leaf, slot) = find(tx, root, key)?;
+    match with_old(tx, &leaf, &slot, f)? {
         Edit::Keep => Ok(()),
         Edit::Set(value) => {
             check_value(&value)?;
-            insert_at(tx, &geo, path, leaf, key, &value).map(drop)
+            set_at(tx, &geo, path, leaf, slot, key, &value)
         }
-        Edit::Remove if present => remove_at(tx, &geo, path, leaf, key).map(drop),
-        Edit::Remove => Ok(()),
+        Edit::Remove => remove_at(tx, &geo, path, leaf, slot),
     }
 }
 
