@@ -527,11 +527,11 @@ impl Kernel for Genome {
             let mut mine: Vec<usize> = Vec::new();
             let range = (segments.len() * t / threads)..(segments.len() * (t + 1) / threads);
             phases.step(&mut result, || {
-                let indices: Vec<usize> = range.collect();
-                for batch in indices.chunks(DEDUP_CHUNK) {
+                for first in range.clone().step_by(DEDUP_CHUNK) {
+                    let batch = first..(first + DEDUP_CHUNK).min(range.end);
                     let inserted = db.run(|tx| {
                         let mut inserted = Vec::new();
-                        for &i in batch {
+                        for i in batch.clone() {
                             if !set.contains_key(tx, &segments[i])? {
                                 set.insert(tx, &segments[i], &[])?;
                                 inserted.push(i);

@@ -50,6 +50,8 @@
 //! orders route different sets (both are reported). With one thread the claims commit in path
 //! order, and the output equals the sequential one (the tests check this).
 
+use std::time::Instant;
+
 use ordo::{Addr, Error, Ordo};
 use ordo_clock::{Clock, Timestamp};
 use rand::seq::index::sample;
@@ -165,8 +167,15 @@ impl Kernel for Labyrinth {
     }
 
     fn sequential(input: &LabyrinthInput) -> LabyrinthOutput {
+        Self::sequential_timed(input).0
+    }
+
+    /// Times the routing alone, as STAMP's timer brackets `router_solve` and not `maze_read`
+    /// (which builds the grid) or the final check.
+    fn sequential_timed(input: &LabyrinthInput) -> (LabyrinthOutput, f64) {
         let grid_shape = Shape::of(&input.params);
         let mut grid = initial_grid(input);
+        let start = Instant::now();
         let mut routes = Vec::with_capacity(input.pairs.len());
         let mut scratch = Scratch::new(grid.len());
         // STAMP's sequential build copies the grid per path too (the router's private copy).
@@ -184,7 +193,8 @@ impl Kernel for Labyrinth {
                 None => routes.push(None),
             }
         }
-        LabyrinthOutput { routes, grid }
+        let elapsed_s = start.elapsed().as_secs_f64();
+        (LabyrinthOutput { routes, grid }, elapsed_s)
     }
 
     fn parallel<C: Clock + Send + Sync + 'static>(
@@ -192,6 +202,16 @@ impl Kernel for Labyrinth {
         input: &LabyrinthInput,
         threads: usize,
     ) -> Result<LabyrinthOutput, BenchError> {
+        Ok(Self::parallel_timed(db, input, threads)?.0)
+    }
+
+    /// Times the routing alone, as [`Labyrinth::sequential_timed`]: building the grid's objects
+    /// and reading the final grid back are outside the timer.
+    fn parallel_timed<C: Clock + Send + Sync + 'static>(
+        db: &Ordo<C>,
+        input: &LabyrinthInput,
+        threads: usize,
+    ) -> Result<(LabyrinthOutput, f64), BenchError> {
         check_threads(threads)?;
         let start = initial_grid(input);
         let cells = alloc_objects(
@@ -205,6 +225,7 @@ impl Kernel for Labyrinth {
         let cells = Grid { objects: cells, len: start.len() };
         let cursor = db.run(|tx| tx.alloc(&0u64))?;
         let shape = Shape::of(&input.params);
+        let start = Instant::now();
         let per_thread = on_threads(threads, |_| {
             let mut done = Vec::new();
             let mut copy = vec![EMPTY; cells.len];
@@ -224,13 +245,14 @@ impl Kernel for Labyrinth {
                 ));
             }
         })?;
+        let elapsed_s = start.elapsed().as_secs_f64();
         let mut routes = vec![None; input.pairs.len()];
         for (id, r) in per_thread.into_iter().flatten() {
             routes[id] = r;
         }
         let mut grid = Vec::with_capacity(cells.len);
         read_grid(db, &cells, &mut grid)?;
-        Ok(LabyrinthOutput { routes, grid })
+        Ok((LabyrinthOutput { routes, grid }, elapsed_s))
     }
 
     fn verify(

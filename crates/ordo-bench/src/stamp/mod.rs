@@ -86,7 +86,8 @@ pub trait Kernel {
     ) -> Result<Self::Output, BenchError>;
     /// [`Kernel::sequential`] and the seconds of the region STAMP's timer brackets in its
     /// sequential build. By default the whole call; a kernel whose STAMP original builds its
-    /// data structures before starting the timer (vacation) leaves that part out.
+    /// data structures before starting the timer (vacation, labyrinth, intruder) leaves that
+    /// part out.
     fn sequential_timed(input: &Self::Input) -> (Self::Output, f64) {
         let start = Instant::now();
         let out = Self::sequential(input);
