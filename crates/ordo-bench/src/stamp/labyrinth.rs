@@ -175,7 +175,7 @@ impl Kernel for Labyrinth {
     fn sequential_timed(input: &LabyrinthInput) -> (LabyrinthOutput, f64) {
         let grid_shape = Shape::of(&input.params);
         let mut grid = initial_grid(input);
-        let start = Instant::now();
+        let timer = Instant::now();
         let mut routes = Vec::with_capacity(input.pairs.len());
         let mut scratch = Scratch::new(grid.len());
         // STAMP's sequential build copies the grid per path too (the router's private copy).
@@ -193,7 +193,7 @@ impl Kernel for Labyrinth {
                 None => routes.push(None),
             }
         }
-        let elapsed_s = start.elapsed().as_secs_f64();
+        let elapsed_s = timer.elapsed().as_secs_f64();
         (LabyrinthOutput { routes, grid }, elapsed_s)
     }
 
@@ -225,7 +225,7 @@ impl Kernel for Labyrinth {
         let cells = Grid { objects: cells, len: start.len() };
         let cursor = db.run(|tx| tx.alloc(&0u64))?;
         let shape = Shape::of(&input.params);
-        let start = Instant::now();
+        let timer = Instant::now();
         let per_thread = on_threads(threads, |_| {
             let mut done = Vec::new();
             let mut copy = vec![EMPTY; cells.len];
@@ -245,7 +245,7 @@ impl Kernel for Labyrinth {
                 ));
             }
         })?;
-        let elapsed_s = start.elapsed().as_secs_f64();
+        let elapsed_s = timer.elapsed().as_secs_f64();
         let mut routes = vec![None; input.pairs.len()];
         for (id, r) in per_thread.into_iter().flatten() {
             routes[id] = r;

@@ -623,16 +623,28 @@ pub(crate) fn bytes_to_words(bytes: &[u8]) -> Vec<u64> {
         .collect()
 }
 
-/// Allocates one object per payload, 256 per transaction, and returns their addresses in order.
-pub(crate) fn alloc_objects<C: Clock>(
+/// Objects [`alloc_objects`] allocates per transaction.
+const ALLOC_PER_TX: usize = 256;
+
+/// Allocates one object per payload, [`ALLOC_PER_TX`] per transaction, and returns their
+/// addresses in order. Payloads are taken a batch at a time, so a caller can pass a lazy
+/// iterator (or the same payload repeated) without building them all first.
+pub(crate) fn alloc_objects<C: Clock, P: AsRef<[u8]>>(
     db: &Ordo<C>,
-    payloads: impl ExactSizeIterator<Item = Vec<u8>>,
+    payloads: impl ExactSizeIterator<Item = P>,
 ) -> Result<Vec<Addr>, BenchError> {
-    let payloads: Vec<Vec<u8>> = payloads.collect();
     let mut addrs = Vec::with_capacity(payloads.len());
-    for chunk in payloads.chunks(256) {
+    let mut payloads = payloads.peekable();
+    let mut batch: Vec<P> = Vec::with_capacity(ALLOC_PER_TX);
+    while payloads.peek().is_some() {
+        batch.clear();
+        batch.extend(payloads.by_ref().take(ALLOC_PER_TX));
+        // A retried attempt allocates the whole batch again; only the committed one counts.
         addrs.extend(db.run(|tx| {
-            chunk.iter().map(|p| tx.alloc_bytes(p)).collect::<Result<Vec<_>, ordo::Error>>()
+            batch
+                .iter()
+                .map(|p| tx.alloc_bytes(p.as_ref()))
+                .collect::<Result<Vec<_>, ordo::Error>>()
         })?);
     }
     Ok(addrs)

@@ -36,8 +36,8 @@ use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 use super::{
-    Kernel, Size, bytes_to_words, check_range, check_threads, on_threads, parse_value, partition,
-    unknown_param, words_to_bytes,
+    Kernel, Size, alloc_objects, bytes_to_words, check_range, check_threads, on_threads,
+    parse_value, partition, unknown_param, words_to_bytes,
 };
 use crate::error::BenchError;
 
@@ -45,8 +45,6 @@ use crate::error::BenchError;
 pub const HEAD_SLOTS: usize = 4;
 /// In-list slots in an overflow chunk (after the previous chunk's address).
 pub const CHUNK_SLOTS: usize = 5;
-/// In-list heads allocated per transaction while setting up.
-const HEADS_PER_TX: usize = 256;
 
 /// Generator parameters (STAMP's `ssca2` flags).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -209,13 +207,14 @@ impl Kernel for Ssca2 {
     ) -> Result<Ssca2Output, BenchError> {
         check_threads(threads)?;
         let n = input.params.vertices();
+        let empty = words_to_bytes(&[0u64; 2 + HEAD_SLOTS]);
         let total = db.run(|tx| tx.alloc(&0u64))?;
         // Phase 1: out-lists per vertex range, sizes summed in a shared counter; each thread
         // also allocates its vertices' (empty) in-list heads, so that no serial step allocates
         // all of them.
         let parts = on_threads(threads, |t| {
             let range = partition(n, t, threads);
-            let heads = alloc_heads(db, range.len())?;
+            let heads = alloc_objects(db, std::iter::repeat_n(&empty[..], range.len()))?;
             let lists: Vec<Vec<u32>> = range.map(|v| out_list(input, v)).collect();
             let size: u64 = lists.iter().map(|l| l.len() as u64).sum();
             db.run(|tx| {
@@ -416,25 +415,6 @@ fn out_list(input: &Ssca2Input, v: usize) -> Vec<u32> {
 /// Whether `from → to` is an edge.
 fn has_edge(out: &Adjacency, from: usize, to: u32) -> bool {
     out.of(from).binary_search(&to).is_ok()
-}
-
-/// Allocates `count` empty in-list heads, [`HEADS_PER_TX`] per transaction.
-fn alloc_heads<C: Clock>(db: &Ordo<C>, count: usize) -> Result<Vec<Addr>, BenchError> {
-    let empty = [0u64; 2 + HEAD_SLOTS];
-    let mut heads = Vec::with_capacity(count);
-    while heads.len() < count {
-        let batch = (count - heads.len()).min(HEADS_PER_TX);
-        let first = heads.len();
-        db.run(|tx| {
-            // A retried attempt starts over: drop what an aborted one pushed.
-            heads.truncate(first);
-            for _ in 0..batch {
-                heads.push(tx.alloc(&empty)?);
-            }
-            Ok::<_, ordo::Error>(())
-        })?;
-    }
-    Ok(heads)
 }
 
 /// Appends `i` to the in-list at `head` (inline slots, then overflow chunks) in one transaction.
