@@ -29,6 +29,7 @@
 
 use ordo_clock::Timestamp;
 
+mod copy;
 #[cfg_attr(not(loom), allow(unreachable_pub))]
 mod object_ref;
 // The reader and writer steps are the engine's own: heap, old versions and participants call

@@ -4,6 +4,7 @@
 
 use ordo_clock::Timestamp;
 
+use super::copy;
 use super::{Expect, HEADER_WORDS, Header, LEN_SHIFT, LOCK_BIT, OVP_MASK, split_word1};
 use crate::sync::{AtomicU64, Ordering, fence};
 
@@ -78,11 +79,8 @@ impl<'a> ObjectRef<'a> {
     /// `skip_read_lock_check` shortcut of the negative tests does that.
     #[inline(always)]
     pub fn read(self, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, ReadFail> {
-        self.read_view(check_lock, |payload, _len_bytes| {
-            out.clear();
-            out.extend(payload.iter().map(|w| w.load(Ordering::Relaxed)));
-        })
-        .map(|(snap, ())| snap)
+        self.read_view(check_lock, |payload, _len_bytes| copy::load_words(payload, out))
+            .map(|(snap, ())| snap)
     }
 
     /// Runs `f` on the head version's payload words (exactly `ceil(len / 8)` of them, and the
@@ -193,9 +191,7 @@ impl<'a> ObjectRef<'a> {
         debug_assert!(payload.len() <= self.words.len() - HEADER_WORDS);
         debug_assert!(ovp <= OVP_MASK);
         self.words[1].store(((len_bytes as u64) << LEN_SHIFT) | ovp, Ordering::Relaxed);
-        for (dst, src) in self.words[HEADER_WORDS..].iter().zip(payload) {
-            dst.store(*src, Ordering::Relaxed);
-        }
+        copy::store_words(&self.words[HEADER_WORDS..], payload);
         // Release: pairs with the Acquire load of word 0 in read()/header()/validate(); publishes
         // the payload stores above together with the new version, and clears LOCK.
         self.words[0].store(Header::version(wts, allocated).raw(), Ordering::Release);
