@@ -54,9 +54,12 @@ pub struct WriteEntry {
 
 /// The buffered writes of a transaction: entries plus one arena of payload words.
 ///
-/// [`WriteSet::find`] scans a short set, uses the hash index of a long one, and binary-searches
-/// one sorted by address (`WriteSet::sort`, the embedded engine's lock order, after which
-/// only commit validation looks entries up, and only for reads whose version check failed).
+/// [`WriteSet::find`] first asks a one-word filter of the addresses pushed (most lookups are
+/// reads of objects the transaction has not written: TPC-C NewOrder makes about 40 against a
+/// set growing to about 17, and scanning for them was 4 % of its instructions), then scans a
+/// short set, uses the hash index of a long one, and binary-searches one sorted by address
+/// (`WriteSet::sort`, the embedded engine's lock order, after which only commit validation
+/// looks entries up, and only for reads whose version check failed).
 #[derive(Debug, Default)]
 pub struct WriteSet {
     entries: Vec<WriteEntry>,
@@ -66,6 +69,16 @@ pub struct WriteSet {
     index: HashMap<Addr, usize>,
     /// Entries are in address order (and `index` is empty).
     sorted: bool,
+    /// One bit per address pushed since the last `clear` ([`filter_bit`]): an address whose bit
+    /// is clear has no entry. Removals leave bits set (a stale bit only costs a search).
+    filter: u64,
+}
+
+/// The [`WriteSet::filter`] bit of `addr`: the top six bits of a multiplicative hash, so
+/// addresses that differ only in low bits (neighbouring slots) spread over the word.
+#[inline]
+fn filter_bit(addr: Addr) -> u64 {
+    1 << (addr.to_raw().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
 }
 
 impl WriteSet {
@@ -75,6 +88,7 @@ impl WriteSet {
         self.words.clear();
         self.index.clear();
         self.sorted = false;
+        self.filter = 0;
     }
 
     /// Whether nothing is to be written.
@@ -111,8 +125,11 @@ impl WriteSet {
     }
 
     /// The position of `addr`'s entry.
+    #[inline]
     pub fn find(&self, addr: Addr) -> Option<usize> {
-        if self.sorted {
+        if self.filter & filter_bit(addr) == 0 {
+            None
+        } else if self.sorted {
             self.entries.binary_search_by_key(&addr, |e| e.addr).ok()
         } else if self.entries.len() <= INDEX_THRESHOLD {
             self.entries.iter().position(|e| e.addr == addr)
@@ -131,6 +148,7 @@ impl WriteSet {
         push_bytes(&mut self.words, bytes);
         self.entries.push(WriteEntry { addr, kind, len_bytes: bytes.len(), expect, data_start });
         self.index_last();
+        self.filter |= filter_bit(addr);
     }
 
     /// Indexes the entry just pushed once the set is long (building the index when it is new).
@@ -162,6 +180,7 @@ impl WriteSet {
         self.words.extend_from_slice(words);
         self.entries.push(WriteEntry { addr, kind, len_bytes, expect, data_start });
         self.index_last();
+        self.filter |= filter_bit(addr);
         self.entries.len() - 1
     }
 
@@ -367,6 +386,7 @@ mod tests {
         Remove(usize),
         Sort,
         SortReversed,
+        Clear,
     }
 
     fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -377,15 +397,17 @@ mod tests {
             2 => any::<usize>().prop_map(Op::Remove),
             1 => Just(Op::Sort),
             1 => Just(Op::SortReversed),
+            1 => Just(Op::Clear),
         ]
     }
 
     proptest::proptest! {
         #![proptest_config(ordo_seed::proptest_config("write_set_finds_what_a_model_holds", 256))]
 
-        /// Any mix of pushes, removals and sorts (across the index threshold, sorted by address
-        /// or by another key) leaves `find` giving each address's entry and its payload, as a
-        /// `BTreeMap` of the same writes does.
+        /// Any mix of pushes, removals, sorts and clears (across the index threshold, sorted by
+        /// address or by another key) leaves `find` giving each address's entry and its
+        /// payload, as a `BTreeMap` of the same writes does (so the filter in front of the
+        /// search never hides an entry).
         #[test]
         fn write_set_finds_what_a_model_holds(ops in proptest::collection::vec(op(), 1..120)) {
             let mut ws = WriteSet::default();
@@ -416,6 +438,10 @@ mod tests {
                     Op::Remove(_) => {}
                     Op::Sort => ws.sort(),
                     Op::SortReversed => ws.sort_by_key(|e| std::cmp::Reverse(e.addr)),
+                    Op::Clear => {
+                        ws.clear();
+                        model.clear();
+                    }
                 }
                 proptest::prop_assert_eq!(ws.len(), model.len());
                 for k in 0..49u64 {
