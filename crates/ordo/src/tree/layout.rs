@@ -666,17 +666,24 @@ fn splice_packed(
     let view = NodeView::parse(addr, b, node_bytes)?;
     let (count, data_end) = (view.header.count, view.header.data_end);
     let slots_end = HEADER_BYTES + SLOT_BYTES * count;
-    let mut packed = true;
-    let mut expect = slots_end;
-    for j in 0..count {
-        let entry = view.raw(j)?;
-        packed &= view.slot(j)? == expect;
-        expect += entry.len();
+    // Entry j runs from slot j to slot j + 1 (the last to the data end), so the node is packed
+    // when the first entry starts right after the slots (or, empty, the data end is there);
+    // every slot is checked as `NodeView::raw_range` would: inside the entry area, in order.
+    let mut prev = slots_end;
+    for pair in b.get(HEADER_BYTES..slots_end).unwrap_or(&[]).chunks_exact(SLOT_BYTES) {
+        let slot = usize::from(u16::from_le_bytes([pair[0], pair[1]]));
+        if slot < prev || slot > data_end {
+            return Err(corrupt(addr, "node slot points outside the entry area"));
+        }
+        prev = slot;
     }
+    let packed = match count {
+        0 => data_end == slots_end,
+        _ => view.slot(0)? == slots_end,
+    };
     let (gone, added) = (usize::from(removed), usize::from(raw.is_some()));
     let raw = raw.unwrap_or(&[]);
-    // The entries must also end at the data end (a rebuild drops bytes past the last one).
-    if !packed || expect != data_end || i + gone > count {
+    if !packed || i + gone > count {
         return Ok(false);
     }
     // Entries ..i stay in order before the change, entries i + gone.. after it.
@@ -692,33 +699,22 @@ fn splice_packed(
     }
     debug_assert!((slots_end..=at_end).contains(&at) && at_end <= data_end);
     let slot_at = |j: usize| HEADER_BYTES + SLOT_BYTES * j;
-    let read =
-        |b: &[u8], j: usize| usize::from(u16::from_le_bytes([b[slot_at(j)], b[slot_at(j) + 1]]));
-    let write = |b: &mut [u8], j: usize, v: usize| {
-        b[slot_at(j)..slot_at(j) + SLOT_BYTES].copy_from_slice(&(v as u16).to_le_bytes());
+    // Adds `delta` (modulo 2^16: every result fits, `end` does) to the slots `range` of `b`.
+    let shift = |b: &mut [u8], range: std::ops::Range<usize>, delta: usize| {
+        for pair in b[slot_at(range.start)..slot_at(range.end)].chunks_exact_mut(SLOT_BYTES) {
+            let v = u16::from_le_bytes([pair[0], pair[1]]).wrapping_add(delta as u16);
+            pair.copy_from_slice(&v.to_le_bytes());
+        }
     };
-    // The new slots: entries ..i move by `new_at - at`, entries i + gone.. by
-    // `new_after - at_end`. Read in the order that never reads a slot already rewritten.
+    // The new slots: entries ..i move by `new_at - at`, entries i + gone.. move to index
+    // `j - gone + added` and by `new_after - at_end` (both differences taken modulo 2^16).
     let rewrite_slots = |b: &mut [u8]| {
-        if added >= gone {
-            // Same count or one more: later slots move up an index (walk down).
-            for j in (i + gone..count).rev() {
-                let v = read(b, j) + new_after - at_end;
-                write(b, j - gone + added, v);
-            }
-        } else {
-            for j in i + gone..count {
-                let v = read(b, j) + new_after - at_end;
-                write(b, j - gone + added, v);
-            }
-        }
+        b.copy_within(slot_at(i + gone)..slot_at(count), slot_at(i + added));
+        shift(b, i + added..new_count, new_after.wrapping_sub(at_end));
         if added == 1 {
-            write(b, i, new_at);
+            b[slot_at(i)..slot_at(i + 1)].copy_from_slice(&(new_at as u16).to_le_bytes());
         }
-        for j in 0..i {
-            let v = read(b, j) + new_at - at;
-            write(b, j, v);
-        }
+        shift(b, 0..i, new_at.wrapping_sub(at));
     };
     if new_count < count {
         // The slot array shrinks into the first entry's bytes: rewrite it before they move.
