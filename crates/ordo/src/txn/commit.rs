@@ -429,18 +429,26 @@ impl<S: Participants> Tokens<S> {
     }
 }
 
-/// Step 2's requirement per written object: the version read, else not newer than `rts`.
+/// Step 2's requirement per written object: the version it was first read at, else not newer
+/// than `rts`; an allocation's slot must be free. One pass over the reads in order, each looked
+/// up in the write set, whose address filter answers the reads of unwritten objects at once
+/// (TPC-C NewOrder: about 45 reads, 17 writes; looking each write up among the reads was 2.6 %
+/// of its instructions).
 fn set_expectations(rts: Timestamp, reads: &ReadSet, writes: &mut WriteSet) {
-    let probes = writes.entries().iter().filter(|e| e.kind != WriteKind::Alloc).count();
-    let lookup = reads.lookup(probes);
     for e in writes.entries_mut() {
         e.expect = match e.kind {
             WriteKind::Alloc => Expect::Free,
-            WriteKind::Update | WriteKind::Free => match lookup.get(e.addr) {
-                Some(h) => Expect::Version(h.ts()),
-                None => Expect::NotAfter(rts),
-            },
+            WriteKind::Update | WriteKind::Free => Expect::NotAfter(rts),
         };
+    }
+    for r in reads.entries() {
+        if let Some(i) = writes.find(r.addr) {
+            let e = &mut writes.entries_mut()[i];
+            // The first read of the object sets it; an allocation is never read from the heap.
+            if e.kind != WriteKind::Alloc && matches!(e.expect, Expect::NotAfter(_)) {
+                e.expect = Expect::Version(r.header.ts());
+            }
+        }
     }
 }
 
@@ -479,6 +487,51 @@ impl super::options::Shortcuts {
     fn step(&self, step: Step) {
         if let Some(hook) = self.hook {
             hook(step);
+        }
+    }
+}
+
+#[cfg(test)]
+mod expectation_tests {
+    use super::*;
+    use crate::addr::Addr;
+    use crate::object::Header;
+
+    /// Each written object expects the version of its *first* read (a later read of another
+    /// version does not replace it), an unread one a head not newer than `rts`, an allocation a
+    /// free slot; on both sides of the write set's index threshold.
+    #[test]
+    fn writes_expect_their_first_read() {
+        let rts = Timestamp::from_nanos(1_000);
+        let version = |ts: u64| Header::version(Timestamp::from_nanos(ts), true);
+        for writes_n in [3u64, 40] {
+            let mut reads = ReadSet::default();
+            let mut writes = WriteSet::default();
+            let addr = |k: u64| Addr::new(0, 64 * (k + 1));
+            for k in 0..writes_n {
+                let kind = if k % 5 == 4 { WriteKind::Alloc } else { WriteKind::Update };
+                writes.push(addr(k), kind, &[0; 8], Expect::NotAfter(Timestamp::ZERO));
+            }
+            for k in 0..2 * writes_n {
+                // Objects 0, 2, 4, … (and unwritten ones past the writes) are read, twice.
+                if k % 2 == 0 {
+                    let header = version(10 + k);
+                    reads.push(ReadEntry { addr: addr(k), header, len_bytes: 8 });
+                }
+            }
+            for k in (0..writes_n).step_by(2) {
+                reads.push(ReadEntry { addr: addr(k), header: version(500 + k), len_bytes: 8 });
+            }
+            set_expectations(rts, &reads, &mut writes);
+            for k in 0..writes_n {
+                let e = writes.entries()[writes.find(addr(k)).unwrap()];
+                let want = match (k % 5 == 4, k % 2 == 0) {
+                    (true, _) => Expect::Free,
+                    (false, true) => Expect::Version(Timestamp::from_nanos(10 + k)),
+                    (false, false) => Expect::NotAfter(rts),
+                };
+                assert_eq!(e.expect, want, "object {k} of {writes_n}");
+            }
         }
     }
 }

@@ -12,10 +12,6 @@ const RECENT_READS: usize = 8;
 /// Linear lookups are used below this many entries; a hash index above it.
 const INDEX_THRESHOLD: usize = 16;
 
-/// The most address comparisons [`ReadSet::lookup`] spends on scans instead of building a hash
-/// index (TPC-C NewOrder: about 15 written objects looked up among about 50 reads).
-const SCAN_COMPARES_MAX: usize = 1024;
-
 /// One object read: the version it was read at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadEntry {
@@ -317,7 +313,7 @@ pub(crate) fn words_as_bytes(words: &[u64], len_bytes: usize) -> &[u8] {
     &bytemuck::cast_slice::<u64, u8>(words)[..len_bytes]
 }
 
-/// The read set: reads in order, with a lazily built index for large sets.
+/// The read set: reads in order.
 #[derive(Debug, Default)]
 pub struct ReadSet {
     entries: Vec<ReadEntry>,
@@ -339,37 +335,6 @@ impl ReadSet {
     /// every write, and it covers the common read-modify-write.
     pub(crate) fn recent(&self, addr: Addr) -> Option<ReadEntry> {
         self.entries.iter().rev().take(RECENT_READS).find(|e| e.addr == addr).copied()
-    }
-    /// Builds a lookup from address to the header first read, for the coordinator, which will
-    /// look up `probes` addresses: a scan of the reads when that costs at most
-    /// [`SCAN_COMPARES_MAX`] comparisons (building a hash index costs an allocation and a hash
-    /// per read), else a hash index.
-    pub(crate) fn lookup(&self, probes: usize) -> ReadLookup<'_> {
-        let n = self.entries.len();
-        if n <= INDEX_THRESHOLD || n.saturating_mul(probes) <= SCAN_COMPARES_MAX {
-            ReadLookup::Scan(&self.entries)
-        } else {
-            let mut map = HashMap::with_capacity_and_hasher(self.entries.len(), Default::default());
-            for e in &self.entries {
-                map.entry(e.addr).or_insert(e.header);
-            }
-            ReadLookup::Map(map)
-        }
-    }
-}
-
-/// See [`ReadSet::lookup`].
-pub(crate) enum ReadLookup<'a> {
-    Scan(&'a [ReadEntry]),
-    Map(HashMap<Addr, Header>),
-}
-
-impl ReadLookup<'_> {
-    pub(crate) fn get(&self, addr: Addr) -> Option<Header> {
-        match self {
-            ReadLookup::Scan(s) => s.iter().find(|e| e.addr == addr).map(|e| e.header),
-            ReadLookup::Map(m) => m.get(&addr).copied(),
-        }
     }
 }
 
@@ -453,27 +418,6 @@ mod tests {
                     let want = model.get(&addr).map(|k| (addr, k.to_le_bytes()[..3].to_vec()));
                     proptest::prop_assert_eq!(found, want);
                 }
-            }
-        }
-    }
-
-    /// Both kinds of lookup (scan and hash index) give the header of an address's first read,
-    /// on either side of the index threshold and of the scan budget.
-    #[test]
-    fn read_lookup_gives_the_first_read() {
-        for n in [3usize, 17, 40, 200] {
-            let mut rs = ReadSet::default();
-            for i in 0..n as u64 {
-                let header = Header::from_raw(i + 1);
-                rs.push(ReadEntry { addr: Addr::new(0, (i % 7 + 1) * 64), header, len_bytes: 8 });
-            }
-            for probes in [0, 1, 5, 30, 1000] {
-                let lookup = rs.lookup(probes);
-                for k in 0..7u64 {
-                    let want = (k < n as u64).then(|| Header::from_raw(k + 1));
-                    assert_eq!(lookup.get(Addr::new(0, (k + 1) * 64)), want, "{n} reads, {probes}");
-                }
-                assert_eq!(lookup.get(Addr::new(0, 8 * 64)), None);
             }
         }
     }
