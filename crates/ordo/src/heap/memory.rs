@@ -70,15 +70,23 @@ impl RegionMemory {
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            /// Words per cache line.
-            const LINE_WORDS: usize = 8;
-            // The first word of every 64 bytes, and the last word: every line the words touch.
-            let last = words.len().checked_sub(1).into_iter();
-            for i in (0..words.len()).step_by(LINE_WORDS).chain(last) {
+            /// Bytes per cache line.
+            const LINE_BYTES: usize = 64;
+            let Some(bytes) = words.len().checked_mul(8).filter(|&b| b > 0) else { return };
+            // Every line the words touch: from the line holding the first word, as many lines
+            // as the words' bytes span from that line's start (a plain counted loop: an
+            // iterator chain here cost more than the prefetches themselves).
+            let first = words.as_ptr().cast::<i8>();
+            let skew = first.addr() % LINE_BYTES;
+            let lines = (skew + bytes).div_ceil(LINE_BYTES);
+            let line0 = first.wrapping_sub(skew);
+            for k in 0..lines {
                 // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has (it is in the
                 // target's baseline features). A prefetch is a hint: it does not fault, reads
-                // nothing into the program and writes nothing; the pointer is to a live word.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(words[i].as_ptr().cast::<i8>()) };
+                // nothing into the program and writes nothing, so the pointer (computed with
+                // wrapping arithmetic, to the start of a line the words touch) is never
+                // dereferenced.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(line0.wrapping_add(k * LINE_BYTES)) };
             }
         }
         #[cfg(not(all(target_arch = "x86_64", not(miri))))]
