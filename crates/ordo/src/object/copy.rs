@@ -40,7 +40,7 @@ const BLOCK_WORDS: usize = 8;
 pub(crate) fn load_words(src: &[AtomicU64], out: &mut Vec<u64>) {
     out.clear();
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    {
+    let done = {
         let blocks = src.len() / BLOCK_WORDS;
         out.reserve(src.len());
         if blocks > 0 {
@@ -55,10 +55,11 @@ pub(crate) fn load_words(src: &[AtomicU64], out: &mut Vec<u64>) {
             // capacity reserved above.
             unsafe { out.set_len(blocks * BLOCK_WORDS) };
         }
-        out.extend(src[blocks * BLOCK_WORDS..].iter().map(|w| w.load(Ordering::Relaxed)));
-    }
+        blocks * BLOCK_WORDS
+    };
     #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
-    out.extend(src.iter().map(|w| w.load(Ordering::Relaxed)));
+    let done = 0;
+    out.extend(src[done..].iter().map(|w| w.load(Ordering::Relaxed)));
 }
 
 /// Stores `src` into the first `src.len()` words of `dst` (relaxed stores; see the module
