@@ -14,6 +14,7 @@ use ordo_clock::Clock;
 
 mod serve;
 
+use crate::addr::Addr;
 use crate::error::{AbortKind, Error};
 use crate::gc::GcRound;
 use crate::heap::{Heap, HeapConfig};
@@ -464,6 +465,20 @@ impl<C: Clock> Ordo<C> {
     /// before the work: allocation waits while it runs.
     pub fn pretouch_heap(&self, bytes: usize) -> Result<usize, Error> {
         self.shared.heap.pretouch(bytes)
+    }
+
+    /// Asks the CPU to start loading the object at `addr` into its caches, ahead of the
+    /// transaction that will read it: a loop of small transactions over objects scattered in a
+    /// large heap (one per item of a batch) can name the object of the transaction a few items
+    /// ahead, so that its cache miss overlaps with the work in between instead of stalling the
+    /// transaction that reads it. See [`Tx::prefetch`] for the same hint inside a transaction.
+    ///
+    /// # Isolation
+    /// None: a hint. It reads nothing into any transaction, cannot fail, and does nothing for an
+    /// address this process's heap does not hold.
+    #[inline]
+    pub fn prefetch(&self, addr: Addr) {
+        self.shared.heap.prefetch(addr);
     }
 
     /// Counters summed over all threads.

@@ -209,6 +209,8 @@ fn prefetch_is_only_a_hint() {
     // Any address: an object, the null address, one inside an object, one in no region.
     for addr in [a, Addr::NULL, Addr::from_raw(a.to_raw() + 8), Addr::new(u16::MAX, 64)] {
         tx.prefetch(addr);
+        // The same hint between transactions.
+        db.prefetch(addr);
     }
     // Nothing was read into the transaction: a write to `a` does not fail its validation.
     db.run(|w| w.write(a, &[2u64; 32])).unwrap();
