@@ -66,8 +66,12 @@ use crate::error::BenchError;
 /// Node size of the four trees. A task reads a handful of rows, and a read copies its whole
 /// node: with the default 4 KiB nodes the small preset spent twice the CPU time of 512-byte
 /// nodes (`perf stat` task-clock over the timing harness, 11.0 s vs 5.4 s; 256-byte nodes were no
-/// better than 512).
-pub const NODE_BYTES: usize = 512;
+/// better than 512). STAMP's standard input (`--size large`, 1 M ids per table) does not fit
+/// the caches, and there the cache miss on each level's node outweighs the copy: 1024-byte
+/// nodes (one level fewer) ran its client phase 1.13× / 1.04× faster than 512 at 1 / 2 threads,
+/// 2048-byte ones 0.88× / 0.94× of 1024, 256-byte ones 0.85× / 0.87× of 512 (session 19,
+/// alternated, `docs/results/2026-11-28-s19-vacation-nodes.txt`); the medium preset is level.
+pub const NODE_BYTES: usize = 1024;
 /// Inserts per transaction while loading the tables.
 pub const LOAD_BATCH: usize = 64;
 /// The prices a resource can have: STAMP's `(random % 5) * 10 + 50`.
