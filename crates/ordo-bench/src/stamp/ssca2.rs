@@ -231,10 +231,8 @@ impl Kernel for Ssca2 {
         let (heads, lists): (Vec<Vec<Addr>>, Vec<Vec<Vec<u32>>>) = parts.into_iter().unzip();
         let heads: Vec<Addr> = heads.into_iter().flatten().collect();
         let out = Adjacency::from_lists(lists.into_iter().flatten());
-        // Phase 2: implied edges, one transaction per append.
-        // Each thread finds a batch of implied edges, then runs their appends (see
-        // `append_batch`: the out-list lookups above overlap their cache misses with each other,
-        // and each append prefetches the head of one a few ahead).
+        // Phase 2: implied edges, one transaction per append, found and appended in batches
+        // (`append_batch` says why).
         on_threads(threads, |t| {
             let mut batch: Vec<(Addr, u32)> = Vec::with_capacity(BATCH_EDGES);
             for i in partition(n, t, threads) {
