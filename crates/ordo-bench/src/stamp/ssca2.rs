@@ -464,10 +464,10 @@ fn append<C: Clock>(db: &Ordo<C>, head: Addr, i: u32) -> Result<(), BenchError> 
 /// Why batches: an append is a transaction of a few hundred instructions, too many for the
 /// processor's out-of-order window to reach the next edge's loads while one append waits for
 /// memory. Interleaved one by one (until session 19) every `has_edge` lookup and every head
-/// took its cache misses in turn: at the standard scale 20 an append cost ~820 ns against the
-/// sequential version's ~165 ns per implied edge, whose short loop overlaps them by itself.
-/// Batched, the lookups overlap with each other and the heads arrive before their
-/// transactions. (The sequential version was measured with the same batching and was no
+/// took its cache misses in turn: at the standard scale 20 (one run with phase timers, not
+/// kept) an append cost ~820 ns against the sequential version's ~165 ns per implied edge,
+/// whose short loop overlaps them by itself. Batched, the lookups overlap with each other and
+/// the heads arrive before their transactions. (The sequential version was measured with the same batching and was no
 /// faster, so it keeps its one loop.)
 fn append_batch<C: Clock>(db: &Ordo<C>, batch: &mut Vec<(Addr, u32)>) -> Result<(), BenchError> {
     batch.iter().take(PREFETCH_AHEAD).for_each(|&(head, _)| db.prefetch(head));
