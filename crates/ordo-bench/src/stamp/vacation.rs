@@ -453,15 +453,15 @@ fn add_resource<S: Store>(
     Ok(applied)
 }
 
-/// STAMP's `manager_reserve`: one unit of `(kind, id)` for `customer`, unless the customer or
-/// the resource is missing, nothing is free, or the customer already holds it.
+/// STAMP's `manager_reserve`: one unit of `(kind, id)` added to a customer's reservations
+/// `infos`, unless the resource is missing, nothing is free, or the customer already holds it.
+/// Returns whether it was reserved.
 fn reserve<S: Store>(
     s: &mut S,
-    customer: u64,
+    infos: &mut Vec<ReservationInfo>,
     kind: ResourceKind,
     id: u64,
 ) -> Result<bool, BenchError> {
-    let Some(mut infos) = s.customer(customer)? else { return Ok(false) };
     let Err(pos) = infos.binary_search_by_key(&(kind, id), |i| (i.kind, i.id)) else {
         return Ok(false);
     };
@@ -477,7 +477,6 @@ fn reserve<S: Store>(
     })?;
     let Some(price) = paid else { return Ok(false) };
     infos.insert(pos, ReservationInfo { kind, id, price });
-    s.set_customer(customer, Some(&infos))?;
     Ok(true)
 }
 
@@ -494,13 +493,24 @@ fn perform<S: Store>(s: &mut S, task: &Task) -> Result<(), BenchError> {
                     }
                 }
             }
-            if best.iter().any(Option::is_some) && s.customer(*customer)?.is_none() {
-                s.set_customer(*customer, Some(&[]))?;
+            if best.iter().all(Option::is_none) {
+                return Ok(());
             }
+            // STAMP adds a missing customer, then reserves each kind for it. The customer's
+            // reservations are read once and written once, after the last reservation: one
+            // transaction, so the same state as writing them after each (STAMP inserts into a
+            // list in place; here the list is one value, rewritten whole on every write).
+            let (mut infos, mut changed) = match s.customer(*customer)? {
+                Some(infos) => (infos, false),
+                None => (Vec::new(), true),
+            };
             for kind in ResourceKind::ALL {
                 if let Some((_, id)) = best[kind.index()] {
-                    reserve(s, *customer, kind, id)?;
+                    changed |= reserve(s, &mut infos, kind, id)?;
                 }
+            }
+            if changed {
+                s.set_customer(*customer, Some(&infos))?;
             }
         }
         Task::DeleteCustomer { customer } => {
