@@ -192,10 +192,20 @@ impl WriteSet {
         let e = self.entries[i];
         debug_assert_eq!(e.len_bytes, bytes.len());
         let dst = &mut self.words[e.data_start..e.data_start + e.len_bytes.div_ceil(8)];
-        for (w, chunk) in dst.iter_mut().zip(bytes.chunks(8)) {
+        // As `push_bytes`: whole words by exact-size copies, which the compiler turns into one
+        // copy (a variable-length copy per word cost ~28 instructions a word: 6 % of vacation's
+        // instructions, which rewrites 1 KiB leaves), then the last one zero-padded.
+        let chunks = bytes.chunks_exact(8);
+        let rest = chunks.remainder();
+        for (w, c) in dst.iter_mut().zip(chunks) {
             let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
+            b.copy_from_slice(c);
             *w = u64::from_le_bytes(b);
+        }
+        if let (false, Some(last)) = (rest.is_empty(), dst.last_mut()) {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            *last = u64::from_le_bytes(b);
         }
     }
 
@@ -419,6 +429,22 @@ mod tests {
                     proptest::prop_assert_eq!(found, want);
                 }
             }
+        }
+    }
+
+    /// An overwrite leaves exactly the words a push of the same bytes gives — the last word's
+    /// bytes past the length zero — for lengths around the word size, over a payload of ones.
+    #[test]
+    fn overwrite_gives_the_words_of_a_push() {
+        let e = Expect::NotAfter(Timestamp::ZERO);
+        for len in 0..=25usize {
+            let new: Vec<u8> = (0..len as u8).map(|b| b.wrapping_mul(29) ^ 0x5A).collect();
+            let mut ws = WriteSet::default();
+            ws.push(Addr::new(0, 64), WriteKind::Update, &vec![0xFF; len], e);
+            ws.overwrite(0, &new);
+            let mut want = Vec::new();
+            push_bytes(&mut want, &new);
+            assert_eq!(ws.data(&ws.entries()[0]), &want[..], "{len} bytes");
         }
     }
 
