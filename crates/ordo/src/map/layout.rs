@@ -80,10 +80,26 @@ pub(super) struct RootHeader {
 
 /// Decodes and checks the root's header.
 pub(super) fn root_header(addr: Addr, b: &[u8]) -> Result<RootHeader, Error> {
-    if b.len() != ROOT_BYTES {
+    let word = |at| get_u64(b, at).ok_or_else(|| corrupt(addr, "root object is truncated"));
+    match b.len() {
+        ROOT_BYTES => root_header_of(addr, ROOT_BYTES, word(0)?, word(8)?),
+        len => root_header_of(addr, len, 0, 0),
+    }
+}
+
+/// [`root_header`] of a root object of `len` bytes whose first two payload words are `w0` and
+/// `w1` (read in place: `map::ops::locate`).
+pub(super) fn root_header_of(
+    addr: Addr,
+    len: usize,
+    w0: u64,
+    w1: u64,
+) -> Result<RootHeader, Error> {
+    if len != ROOT_BYTES {
         return Err(corrupt(addr, "root object has the wrong size"));
     }
-    if get_u32(b, 0) != Some(ROOT_MAGIC) {
+    let b = w0.to_le_bytes();
+    if u32::from_le_bytes([b[0], b[1], b[2], b[3]]) != ROOT_MAGIC {
         return Err(corrupt(addr, "root object lacks the map magic"));
     }
     if b[4] != FORMAT_VERSION {
@@ -93,8 +109,7 @@ pub(super) fn root_header(addr: Addr, b: &[u8]) -> Result<RootHeader, Error> {
     if depth_bits_max > DEPTH_BITS_LIMIT {
         return Err(corrupt(addr, "root object has an impossible depth limit"));
     }
-    let seed = get_u64(b, 8).ok_or_else(|| corrupt(addr, "root object is truncated"))?;
-    Ok(RootHeader { seed, depth_bits_max })
+    Ok(RootHeader { seed: w1, depth_bits_max })
 }
 
 /// A root object holding `header` and `slots`.

@@ -7,7 +7,6 @@ use ordo_clock::Clock;
 
 use crate::addr::Addr;
 use crate::error::Error;
-use crate::le_bytes::get_u64;
 use crate::txn::Tx;
 
 use super::hash::hash;
@@ -15,7 +14,7 @@ use super::layout::{
     BUCKET_HEADER_BYTES, Body, BucketBuf, DEPTH_BITS_LIMIT, Entry, FANOUT, FANOUT_BITS, LEVELS_MAX,
     NODE_BYTES, RootHeader, Slot, bucket_header, bucket_slot, check_record, child_slot, corrupt,
     decode_slot, encode_inline, encode_node, encode_record, entries_from, is_inline, node_bytes,
-    root_header, slot_index, slot_offset,
+    root_header_of, slot_index, slot_offset,
 };
 use super::{KEY_BYTES_MAX, VALUE_BYTES_MAX};
 
@@ -53,19 +52,24 @@ fn check_value(value: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Walks the directory from the root to `key`'s home bucket: one read per level.
+/// Walks the directory from the root to `key`'s home bucket: one read per level, in place
+/// ([`Tx::read_view`]): of the root its two header words and one slot, of a directory node one
+/// slot — not the 528- and 512-byte objects.
 pub(super) fn locate<C: Clock>(
     tx: &mut Tx<'_, C>,
     root: Addr,
     key: &[u8],
 ) -> Result<Located, Error> {
-    let (header, h, mut raw) = tx.read_with(root, |b| {
-        let header = root_header(root, b)?;
-        let h = hash(header.seed, key);
-        let raw = get_u64(b, slot_offset(0, slot_index(h, 0)))
-            .ok_or_else(|| corrupt(root, "root object is truncated"))?;
-        Ok::<_, Error>((header, h, raw))
-    })??;
+    // The header words, the hash and the slot: plain words out of the closure, which may run
+    // again on a torn read; a root too short for them reads as zeros and fails the checks.
+    let (len, w0, w1, h, raw) = tx.read_view(root, |v| {
+        let (w0, w1) = (v.word(0).unwrap_or(0), v.word(1).unwrap_or(0));
+        let h = hash(w1, key);
+        let raw = v.word(slot_offset(0, slot_index(h, 0)) / 8);
+        (v.len(), w0, w1, h, raw)
+    })?;
+    let header = root_header_of(root, len, w0, w1)?;
+    let mut raw = raw.ok_or_else(|| corrupt(root, "root object is truncated"))?;
     let mut node = root;
     let mut level = 0;
     loop {
@@ -80,13 +84,12 @@ pub(super) fn locate<C: Clock>(
                 if level >= LEVELS_MAX {
                     return Err(corrupt(node, "directory is deeper than the level limit"));
                 }
-                let offset = slot_offset(level, slot_index(h, level));
-                raw = tx.read_with(child, |b| {
-                    if b.len() != NODE_BYTES {
-                        return Err(corrupt(child, "directory node has the wrong size"));
-                    }
-                    get_u64(b, offset).ok_or_else(|| corrupt(child, "directory node is truncated"))
-                })??;
+                let at = slot_offset(level, slot_index(h, level)) / 8;
+                let (len, word) = tx.read_view(child, |v| (v.len(), v.word(at)))?;
+                if len != NODE_BYTES {
+                    return Err(corrupt(child, "directory node has the wrong size"));
+                }
+                raw = word.ok_or_else(|| corrupt(child, "directory node is truncated"))?;
                 node = child;
             }
         }
