@@ -48,8 +48,9 @@
 //! (512 bytes), then at most one record read, only for a pair too long to be inline and only
 //! after the 64-bit hash matched. Bucket depth grows like `log2(entries / ~14)`: up to several
 //! hundred record entries the root alone is the directory (64 buckets hang from it); a million
-//! take three directory reads (the root and two nodes). Every object is small on purpose: a read
-//! copies its whole payload, so small nodes beat one large directory object.
+//! take three directory reads (the root and two nodes). The directory is read in place, a
+//! header and a slot word of each object (`Tx::read_view`); buckets are copied whole, which is
+//! why every object is small: small buckets beat large ones.
 //!
 //! **`len`** sums the per-bucket counts: it walks the whole map (every node and bucket) instead of
 //! reading a shared counter that every insert and remove would write — such a counter would make
