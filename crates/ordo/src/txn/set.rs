@@ -203,9 +203,7 @@ impl WriteSet {
             *w = u64::from_le_bytes(b);
         }
         if let (false, Some(last)) = (rest.is_empty(), dst.last_mut()) {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            *last = u64::from_le_bytes(b);
+            *last = padded_word(rest);
         }
     }
 
@@ -312,10 +310,16 @@ pub(crate) fn push_bytes(words: &mut Vec<u64>, bytes: &[u8]) {
         u64::from_le_bytes(b)
     }));
     if !rest.is_empty() {
-        let mut b = [0u8; 8];
-        b[..rest.len()].copy_from_slice(rest);
-        words.push(u64::from_le_bytes(b));
+        words.push(padded_word(rest));
     }
+}
+
+/// The last, short chunk of a payload (under 8 bytes) as a little-endian word, zero-padded.
+#[inline]
+fn padded_word(rest: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..rest.len()].copy_from_slice(rest);
+    u64::from_le_bytes(b)
 }
 
 /// The bytes of `words`, truncated to `len_bytes`.
