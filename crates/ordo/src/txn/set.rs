@@ -203,7 +203,9 @@ impl WriteSet {
             *w = u64::from_le_bytes(b);
         }
         if let (false, Some(last)) = (rest.is_empty(), dst.last_mut()) {
-            *last = padded_word(rest);
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            *last = u64::from_le_bytes(b);
         }
     }
 
@@ -310,16 +312,10 @@ pub(crate) fn push_bytes(words: &mut Vec<u64>, bytes: &[u8]) {
         u64::from_le_bytes(b)
     }));
     if !rest.is_empty() {
-        words.push(padded_word(rest));
+        let mut b = [0u8; 8];
+        b[..rest.len()].copy_from_slice(rest);
+        words.push(u64::from_le_bytes(b));
     }
-}
-
-/// The last, short chunk of a payload (under 8 bytes) as a little-endian word, zero-padded.
-#[inline]
-fn padded_word(rest: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    b[..rest.len()].copy_from_slice(rest);
-    u64::from_le_bytes(b)
 }
 
 /// The bytes of `words`, truncated to `len_bytes`.
