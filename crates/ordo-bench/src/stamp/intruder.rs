@@ -45,7 +45,7 @@ use ordo_clock::Clock;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 use super::{Kernel, Size};
-use super::{on_threads, out_of_range};
+use super::{on_threads, out_of_range, parse_value, unknown_param};
 use crate::error::BenchError;
 
 /// The detector's dictionary: common English words, as STAMP's default signatures are.
@@ -59,6 +59,8 @@ pub const SIGNATURES: [&str; 32] = [
 pub const FLOWS_MAX: u32 = 1 << 24;
 /// The largest `max_length` accepted (a decoded flow must fit one heap object comfortably).
 pub const LENGTH_MAX: u32 = 1 << 16;
+/// The names `--param` accepts (STAMP's flag letters or long names).
+const PARAM_NAMES: &str = "a|attack-percent, l|max-length, n|flows";
 
 /// The generator's parameters (STAMP's `intruder` flags; `-s` is the `seed` of
 /// [`Kernel::generate`]).
@@ -151,22 +153,27 @@ fn assemble(packets: &[Packet], indices: &[u32]) -> Result<Vec<u8>, BenchError> 
 }
 
 fn encode_indices(indices: &[u32]) -> Vec<u8> {
-    indices.iter().flat_map(|i| i.to_le_bytes()).collect()
+    let mut bytes = Vec::with_capacity(indices.len() * 4);
+    for i in indices {
+        bytes.extend_from_slice(&i.to_le_bytes());
+    }
+    bytes
 }
 
-/// Decodes a fragment list, checking that every index names a packet of the stream.
+/// Decodes a fragment list, checking that every index names a packet of the stream. The list
+/// gets room for one more index (the packet being filed).
 fn decode_indices(flow: u64, bytes: &[u8], packets: usize) -> Result<Vec<u32>, BenchError> {
     let bad = || BenchError::Inconsistent(format!("flow {flow}: a corrupt fragment list"));
     if bytes.len() % 4 != 0 {
         return Err(bad());
     }
-    bytes
-        .chunks_exact(4)
-        .map(|c| {
-            let i = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            if (i as usize) < packets { Ok(i) } else { Err(bad()) }
-        })
-        .collect()
+    let mut list = Vec::with_capacity(bytes.len() / 4 + 1);
+    list.extend(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+    // One check after the loop, so that the decoding loop has no early exit.
+    if list.iter().any(|&i| i as usize >= packets) {
+        return Err(bad());
+    }
+    Ok(list)
 }
 
 /// Inserts packet `index` into a fragment list kept sorted by fragment id.
@@ -225,8 +232,10 @@ impl Shared {
             return self.push_decoded(tx, p.flow, &p.data);
         }
         let key = p.flow.to_le_bytes();
-        let mut list = match self.fragments.get(tx, &key)? {
-            Some(v) => decode_indices(p.flow, &v, packets.len())?,
+        let mut list = match self.fragments.get_with(tx, &key, |v| {
+            decode_indices(p.flow, v, packets.len())
+        })? {
+            Some(list) => list?,
             None => Vec::new(),
         };
         insert_sorted(packets, &mut list, index);
@@ -495,6 +504,17 @@ impl Kernel for Intruder {
                 "payload digests differ: parallel {:#x}, sequential {:#x}",
                 parallel.payload_digest, sequential.payload_digest
             ));
+        }
+        Ok(())
+    }
+
+    fn set_param(p: &mut IntruderParams, name: &str, value: &str) -> Result<(), BenchError> {
+        let app = Self::NAME;
+        match name {
+            "a" | "attack-percent" => p.attack_percent = parse_value(app, name, value)?,
+            "l" | "max-length" => p.max_length = parse_value(app, name, value)?,
+            "n" | "flows" => p.flows = parse_value(app, name, value)?,
+            _ => return Err(unknown_param(app, name, PARAM_NAMES)),
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ use ordo::{Config, Ordo};
 use ordo_bench::error::BenchError;
 use ordo_bench::stamp::kmeans::{Kmeans, KmeansParams};
 use ordo_bench::stamp::labyrinth::{ENDPOINT, Labyrinth, LabyrinthParams};
+use ordo_bench::stamp::intruder::Intruder;
 use ordo_bench::stamp::ssca2::{self, Ssca2, Ssca2Params};
 use ordo_bench::stamp::{App, Kernel, RunConfig, Size, kernel_params, run_app, run_kernel};
 use ordo_clock::{AnyClock, Counter, LogicalClock, OrdoClock, SystemClock};
@@ -249,6 +250,10 @@ fn bad_parameters_are_typed_errors() {
     }
     let r = kernel_params::<Labyrinth>(Size::Small, &[("n".into(), "100000".into())]);
     assert!(matches!(r, Err(BenchError::OutOfRange { name: "paths", .. })));
+    let p = kernel_params::<Intruder>(Size::Large, &[("flows".into(), "1024".into())]).unwrap();
+    assert_eq!((p.flows, p.max_length), (1024, 128));
+    let r = kernel_params::<Intruder>(Size::Small, &[("a".into(), "101".into())]);
+    assert!(matches!(r, Err(BenchError::OutOfRange { name: "attack_percent", .. })));
     // Threads and repetitions.
     assert!(matches!(
         Kmeans::parallel(&db(), &Kmeans::generate(&tiny_kmeans(), 1).unwrap(), 0),
