@@ -26,7 +26,9 @@ kv_dir="$(mktemp -d)"
 cargo run --quiet --example durable_kv -- demo "$kv_dir/db" 2
 rm -rf "$kv_dir"
 step "loom models"
+# The loom models need speed, not the release profile's LTO (minutes of linking).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
   cargo test --release --quiet -p ordo-clock -p ordo -p ordo-apps --test 'loom*' 2>&1 |
   tee target/loom-output.txt
 echo

@@ -6,6 +6,11 @@
 //! and continue. Usage errors are clap's (exit 2).
 #![forbid(unsafe_code)]
 
+/// mimalloc rather than the system allocator: transactions allocate and free small buffers
+/// (read and write sets, decoded values) at a high rate, on many threads.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod bench_cluster;
 mod bench_cluster_clock;

@@ -232,9 +232,10 @@ impl Shared {
             return self.push_decoded(tx, p.flow, &p.data);
         }
         let key = p.flow.to_le_bytes();
-        let mut list = match self.fragments.get_with(tx, &key, |v| {
-            decode_indices(p.flow, v, packets.len())
-        })? {
+        let mut list = match self
+            .fragments
+            .get_with(tx, &key, |v| decode_indices(p.flow, v, packets.len()))?
+        {
             Some(list) => list?,
             None => Vec::new(),
         };

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use ordo::{Config, Ordo};
 use ordo_bench::error::BenchError;
+use ordo_bench::stamp::intruder::Intruder;
 use ordo_bench::stamp::kmeans::{Kmeans, KmeansParams};
 use ordo_bench::stamp::labyrinth::{ENDPOINT, Labyrinth, LabyrinthParams};
-use ordo_bench::stamp::intruder::Intruder;
 use ordo_bench::stamp::ssca2::{self, Ssca2, Ssca2Params};
 use ordo_bench::stamp::{App, Kernel, RunConfig, Size, kernel_params, run_app, run_kernel};
 use ordo_clock::{AnyClock, Counter, LogicalClock, OrdoClock, SystemClock};
