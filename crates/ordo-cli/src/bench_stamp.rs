@@ -69,7 +69,8 @@ pub(crate) struct StampArgs {
     #[arg(long, value_enum, default_value_t = SizeArg::Small)]
     size: SizeArg,
     /// Override a generator parameter, `NAME=VALUE` (repeatable; e.g. `s=14` for ssca2,
-    /// `x=64` for labyrinth, `m=40` for kmeans; an unknown name lists the kernel's names).
+    /// `x=64` for labyrinth, `m=40` for kmeans, `n=16384` for intruder; vacation and genome take
+    /// none; an unknown name lists the kernel's names).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     params: Vec<(String, String)>,
     /// Measurements per (threads, clock) cell, interleaved across clocks.
