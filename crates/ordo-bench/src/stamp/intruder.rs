@@ -520,3 +520,21 @@ impl Kernel for Intruder {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored fragment list decodes to what was encoded; a list of a length that is not a
+    /// multiple of 4, or naming a packet outside the stream, is an error (the range check runs
+    /// after the decoding loop, on every index).
+    #[test]
+    fn fragment_lists_round_trip_and_bad_ones_are_errors() {
+        let list = [0u32, 7, 3, 9];
+        let bytes = encode_indices(&list);
+        assert_eq!(decode_indices(1, &bytes, 10).unwrap(), list);
+        assert!(decode_indices(1, &bytes, 9).is_err(), "index 9 of a 9-packet stream");
+        assert!(decode_indices(1, &bytes[..bytes.len() - 1], 10).is_err(), "a torn index");
+        assert!(decode_indices(1, &[], 0).unwrap().is_empty());
+    }
+}
