@@ -14,7 +14,12 @@
 //! This is STAMP's `processPackets` loop with its three `TM_BEGIN`/`TM_END` blocks. In the
 //! engine, the packet queue is a head index in one heap object over the read-only shuffled
 //! packet array (STAMP's queue holds pointers into the stream); the fragment map is an
-//! [`ordo::map::HashMap`] from flow id to the packet indices received, sorted by fragment id;
+//! [`ordo::map::HashMap`] from flow id to the address of the flow's fragment list, one heap
+//! object holding the packet indices received, sorted by fragment id (STAMP's map holds a
+//! pointer to a sorted list per flow). The list is allocated by the flow's first packet with
+//! room for every fragment; a packet that neither starts nor completes its flow only reads the
+//! map and changes the list object (until session 22 the list was the map's value, and every
+//! packet rewrote its map bucket);
 //! the decoded queue is a FIFO linked list of heap objects (`[next, flow id, payload…]`) under a
 //! `[head, tail]` descriptor object; the attack set is a [`BTree`] keyed by flow id. The packet
 //! queue head and the decoded queue descriptor are the kernel's hot spots, as in STAMP.
@@ -152,28 +157,82 @@ fn assemble(packets: &[Packet], indices: &[u32]) -> Result<Vec<u8>, BenchError> 
     Ok(out)
 }
 
-fn encode_indices(indices: &[u32]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(indices.len() * 4);
-    for i in indices {
-        bytes.extend_from_slice(&i.to_le_bytes());
-    }
+/// A fragment list object: word 0 is the count of packets filed, then the packet indices two
+/// to a word (element `j` in the low half of word `1 + j / 2` when `j` is even, the high half
+/// when odd), sorted by fragment id. It is allocated by a flow's first packet with room for all
+/// its fragments, so its length never changes.
+fn new_list(fragments: u32, index: u32) -> Vec<u8> {
+    let mut bytes = vec![0u8; list_bytes(fragments)];
+    bytes[..8].copy_from_slice(&1u64.to_le_bytes());
+    bytes[8..12].copy_from_slice(&index.to_le_bytes());
     bytes
 }
 
-/// Decodes a fragment list, checking that every index names a packet of the stream. The list
-/// gets room for one more index (the packet being filed).
-fn decode_indices(flow: u64, bytes: &[u8], packets: usize) -> Result<Vec<u32>, BenchError> {
-    let bad = || BenchError::Inconsistent(format!("flow {flow}: a corrupt fragment list"));
-    if bytes.len() % 4 != 0 {
+/// The length of the list object of a flow of `fragments` packets.
+fn list_bytes(fragments: u32) -> usize {
+    8 + 4 * fragments as usize
+}
+
+fn list_get(words: &[u64], j: usize) -> u32 {
+    (words[1 + j / 2] >> (32 * (j % 2))) as u32
+}
+
+fn list_set(words: &mut [u64], j: usize, index: u32) {
+    let shift = 32 * (j % 2);
+    let w = &mut words[1 + j / 2];
+    *w = (*w & !(u64::from(u32::MAX) << shift)) | (u64::from(index) << shift);
+}
+
+/// Files packet `index` (of a flow of `fragments` packets) into the flow's list object, given
+/// as its words. Returns the whole list, sorted, when this packet completes the flow (the words
+/// are then left as they were: the caller frees the object); otherwise inserts the index in
+/// fragment order and counts it. A count past the flow's size, an object too short for it or a
+/// listed index outside the stream is an error, never a panic.
+fn list_insert(
+    packets: &[Packet],
+    words: &mut [u64],
+    index: u32,
+    fragments: u32,
+) -> Result<Option<Vec<u32>>, BenchError> {
+    let n = fragments as usize;
+    let p = packets.get(index as usize);
+    let bad = || {
+        BenchError::Inconsistent(format!(
+            "flow {}: a corrupt fragment list",
+            p.map_or(0, |p| p.flow)
+        ))
+    };
+    let (Some(p), Some(&count)) = (p, words.first()) else {
+        return Err(bad());
+    };
+    let count = count as usize;
+    if count >= n || words.len() < 1 + n.div_ceil(2) {
         return Err(bad());
     }
-    let mut list = Vec::with_capacity(bytes.len() / 4 + 1);
-    list.extend(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
-    // One check after the loop, so that the decoding loop has no early exit.
-    if list.iter().any(|&i| i as usize >= packets) {
-        return Err(bad());
+    // The first listed packet whose fragment id is not below this one's.
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let listed = packets.get(list_get(words, mid) as usize).ok_or_else(bad)?;
+        if listed.fragment < p.fragment {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
     }
-    Ok(list)
+    if count + 1 == n {
+        let mut list = Vec::with_capacity(n);
+        list.extend((0..count).map(|j| list_get(words, j)));
+        list.insert(lo, index);
+        return Ok(Some(list));
+    }
+    for j in (lo..count).rev() {
+        let moved = list_get(words, j);
+        list_set(words, j + 1, moved);
+    }
+    list_set(words, lo, index);
+    words[0] = count as u64 + 1;
+    Ok(None)
 }
 
 /// Inserts packet `index` into a fragment list kept sorted by fragment id.
@@ -188,7 +247,8 @@ fn insert_sorted(packets: &[Packet], list: &mut Vec<u32>, index: u32) {
 struct Shared {
     /// One `u64`: the index of the next packet to capture.
     packet_head: Addr,
-    /// Flow id (8 bytes, little-endian) → packet indices received (`u32` each), by fragment.
+    /// Flow id (8 bytes, little-endian) → the address of its fragment list object (see
+    /// [`list_insert`]).
     fragments: HashMap,
     /// `[head, tail]` of the decoded-flow FIFO (null when empty).
     decoded: Addr,
@@ -232,20 +292,32 @@ impl Shared {
             return self.push_decoded(tx, p.flow, &p.data);
         }
         let key = p.flow.to_le_bytes();
-        let mut list = match self
-            .fragments
-            .get_with(tx, &key, |v| decode_indices(p.flow, v, packets.len()))?
-        {
-            Some(list) => list?,
-            None => Vec::new(),
+        let found = self.fragments.get_with(tx, &key, |v| {
+            <[u8; 8]>::try_from(v).map(|a| Addr::from_raw(u64::from_le_bytes(a)))
+        })?;
+        let list_addr = match found {
+            None => {
+                // The flow's first packet: a list object with room for all its fragments.
+                let addr = tx.alloc_bytes(&new_list(p.fragments, index))?;
+                self.fragments.insert(tx, &key, &addr.to_raw().to_le_bytes())?;
+                return Ok(());
+            }
+            Some(Ok(addr)) => addr,
+            Some(Err(_)) => {
+                return Err(BenchError::Inconsistent(format!(
+                    "flow {}: the fragment map's value is not an object address",
+                    p.flow
+                )));
+            }
         };
-        insert_sorted(packets, &mut list, index);
-        if list.len() < p.fragments as usize {
-            self.fragments.insert(tx, &key, &encode_indices(&list))?;
+        let Some(list) =
+            tx.update_words(list_addr, |words| list_insert(packets, words, index, p.fragments))??
+        else {
             return Ok(());
-        }
+        };
         let payload = assemble(packets, &list)?;
         self.fragments.remove(tx, &key)?;
+        tx.free(list_addr)?;
         self.push_decoded(tx, p.flow, &payload)
     }
 
@@ -525,16 +597,46 @@ impl Kernel for Intruder {
 mod tests {
     use super::*;
 
-    /// A stored fragment list decodes to what was encoded; a list of a length that is not a
-    /// multiple of 4, or naming a packet outside the stream, is an error (the range check runs
-    /// after the decoding loop, on every index).
+    /// Packets filed in any order come out sorted by fragment id when the last one arrives;
+    /// until then the object counts them. A count past the flow's size, an object too short
+    /// for the flow, or a listed index outside the stream is an error (each check is needed:
+    /// without it the code indexes out of bounds or lists a packet twice).
     #[test]
-    fn fragment_lists_round_trip_and_bad_ones_are_errors() {
-        let list = [0u32, 7, 3, 9];
-        let bytes = encode_indices(&list);
-        assert_eq!(decode_indices(1, &bytes, 10).unwrap(), list);
-        assert!(decode_indices(1, &bytes, 9).is_err(), "index 9 of a 9-packet stream");
-        assert!(decode_indices(1, &bytes[..bytes.len() - 1], 10).is_err(), "a torn index");
-        assert!(decode_indices(1, &[], 0).unwrap().is_empty());
+    fn fragment_lists_sort_complete_and_reject_corruption() {
+        let flow = |fragment| Packet { flow: 7, fragment, fragments: 5, data: vec![b'x'] };
+        // Stream positions 0..5 hold fragments 3, 0, 4, 1, 2.
+        let packets: Vec<Packet> = [3, 0, 4, 1, 2].into_iter().map(flow).collect();
+        let to_words = |bytes: Vec<u8>| -> Vec<u64> {
+            bytes
+                .chunks(8)
+                .map(|c| {
+                    let mut w = [0u8; 8];
+                    w[..c.len()].copy_from_slice(c);
+                    u64::from_le_bytes(w)
+                })
+                .collect()
+        };
+        let mut words = to_words(new_list(5, 2));
+        assert_eq!(words.len(), 1 + 3, "a count word and five halves");
+        for index in [0, 4, 1] {
+            assert!(list_insert(&packets, &mut words, index, 5).unwrap().is_none());
+        }
+        assert_eq!(words[0], 4);
+        let before = words.clone();
+        let list = list_insert(&packets, &mut words, 3, 5).unwrap().expect("complete");
+        assert_eq!(list, [1, 3, 4, 0, 2], "stream positions in fragment order");
+        assert_eq!(words, before, "the completing packet leaves the object as it was");
+        assemble(&packets, &list).unwrap();
+
+        let full = {
+            let mut w = before.clone();
+            w[0] = 5;
+            w
+        };
+        assert!(list_insert(&packets, &mut full.clone(), 3, 5).is_err(), "count past the size");
+        assert!(list_insert(&packets, &mut before[..2].to_vec(), 3, 5).is_err(), "too short");
+        let mut outside = to_words(new_list(5, 9));
+        assert!(list_insert(&packets, &mut outside, 1, 5).is_err(), "index 9 of 5 packets");
+        assert!(list_insert(&packets, &mut to_words(new_list(5, 0)), 5, 5).is_err());
     }
 }
