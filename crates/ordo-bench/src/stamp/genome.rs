@@ -18,11 +18,13 @@
 //!
 //! In the engine the hash set is an [`ordo::map::HashMap`] keyed by segment bytes; the construct
 //! entries are heap objects of seven words; the start table is one [`BTree`] whose keys are
-//! `[L] ++ prefix ++ entry address` — a multimap, so a lookup is a range scan over
-//! `[L] ++ suffix` and two entries indexed under one prefix never write the same key (STAMP uses
-//! one hash table of lists per `L`, comparing strings after a hash match). Each thread creates
-//! the construct entries of the segments *its* deduplication transactions inserted, and matches
-//! those entries in phase 2. The sequential version runs the same phases on `std` collections.
+//! `[L] ++ hash(L-prefix) ++ entry address` — a multimap, so a lookup is a range scan over
+//! `[L] ++ hash(suffix)` and two entries indexed under one prefix never write the same key.
+//! As in STAMP, which keeps one hash table of lists per `L` keyed by the same incremental hash,
+//! the link step compares the strings after a hash match. The threads split the inserted
+//! segments evenly, create their construct entries, and match those entries in phase 2. The
+//! sequential version runs the same phases on `std` collections, its start table keyed by
+//! `(L, hash)` too.
 //!
 //! ## Uniqueness, and what [`Kernel::verify`] checks
 //! Greedy matching is order-dependent in general: when two chains could take the same start,
@@ -40,8 +42,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::{Bound, ControlFlow};
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, Mutex, PoisonError};
 
 use ordo::map::HashMap;
 use ordo::tree::{BTree, Direction, TreeOptions};
@@ -55,11 +57,18 @@ use crate::error::BenchError;
 
 /// Segments per deduplication transaction (STAMP's `CHUNK_STEP1`).
 pub const DEDUP_CHUNK: usize = 12;
+/// Start-table inserts per transaction in phase 2a (the first also creates the entry). The
+/// table is not read before phase 2b, so an entry's `s - 1` inserts need not be atomic; STAMP
+/// makes each its own transaction. Keys of short prefixes are few (`4^L`), so concurrent
+/// entries collide there: with all 63 inserts of the large input in one transaction 0.31 % of
+/// attempts aborted at 2 threads, each losing 63 inserts; with 8, 0.05–0.07 % and 2 threads ran
+/// 1.08× faster; one per transaction doubled the transaction count and ran slower (session 22).
+pub const INDEX_CHUNK: usize = 8;
 /// Gene draws before giving up on one whose `(s-1)`-mers are distinct.
 pub const GENE_ATTEMPTS_MAX: usize = 64;
 /// The longest gene accepted.
 pub const GENE_LENGTH_MAX: u32 = 1 << 20;
-/// The longest segment accepted (start-table keys are `1 + s + 8` bytes, under the key limit).
+/// The longest segment accepted (a start-table key holds `L < s` in one byte).
 pub const SEGMENT_LENGTH_MAX: u32 = 256;
 /// The most random segments accepted.
 pub const SEGMENTS_MAX: u32 = 1 << 24;
@@ -186,6 +195,7 @@ trait Entries {
 /// `end`'s own chain, then splices: STAMP's `sequencer_run` step 2b transaction.
 fn try_link<E: Entries>(
     entries: &mut E,
+    segments: &[Vec<u8>],
     end: u64,
     candidate: u64,
     overlap: u64,
@@ -193,6 +203,19 @@ fn try_link<E: Entries>(
     let c = entries.get(candidate)?;
     let e = entries.get(end)?;
     if !c.is_start || e.start == candidate || e.next != 0 {
+        return Ok(false);
+    }
+    // The start table is keyed by prefix hashes: compare the strings, as STAMP does after a
+    // hash match.
+    let (Some(c_seg), Some(e_seg)) =
+        (segments.get(c.segment as usize), segments.get(e.segment as usize))
+    else {
+        return Err(BenchError::Inconsistent(format!(
+            "entry {candidate} or {end} names a segment not in the input"
+        )));
+    };
+    let n = overlap as usize;
+    if n > c_seg.len() || n > e_seg.len() || c_seg[..n] != e_seg[e_seg.len() - n..] {
         return Ok(false);
     }
     let chain_start = e.start;
@@ -283,47 +306,58 @@ impl<C: Clock> Entries for TxEntries<'_, '_, C> {
     }
 }
 
-/// A start-table key: `[L] ++ prefix` (a scan bound) or `[L] ++ prefix ++ entry` (an entry).
-fn table_key(len: usize, prefix: &[u8], entry: Option<u64>) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + prefix.len() + 8);
-    k.push(len as u8);
-    k.extend_from_slice(prefix);
-    if let Some(e) = entry {
-        k.extend_from_slice(&e.to_be_bytes());
-    }
+/// The hash of a segment's `L`-prefix for every `L` in `1..=segment.len()`, in order: STAMP's
+/// incremental sdbm hash (`h = c + (h << 6) + (h << 16) - h`), on 64 bits.
+fn prefix_hashes(segment: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    segment.iter().scan(0u64, |h, &c| {
+        *h = u64::from(c).wrapping_add(*h << 6).wrapping_add(*h << 16).wrapping_sub(*h);
+        Some(*h)
+    })
+}
+
+/// The hash of a whole string, as [`prefix_hashes`] gives it for the full length.
+fn string_hash(s: &[u8]) -> u64 {
+    prefix_hashes(s).last().unwrap_or(0)
+}
+
+/// Bytes of a start-table key: `[L] ++ hash ++ entry`.
+const TABLE_KEY_BYTES: usize = 1 + 8 + 8;
+/// Bytes of a scan bound: `[L] ++ hash`.
+const TABLE_BOUND_BYTES: usize = 1 + 8;
+
+/// A start-table key: `[L] ++ hash of the L-prefix ++ entry address`, big-endian (the first
+/// [`TABLE_BOUND_BYTES`] are the scan bound of all entries under one hash). STAMP keys its
+/// per-`L` tables by the same hash and compares strings after a match ([`try_link`] does);
+/// until session 22 the key held the prefix itself, up to `1 + 63 + 8` bytes.
+fn table_key(len: usize, hash: u64, entry: u64) -> [u8; TABLE_KEY_BYTES] {
+    let mut k = [0u8; TABLE_KEY_BYTES];
+    k[0] = len as u8;
+    k[1..9].copy_from_slice(&hash.to_be_bytes());
+    k[9..].copy_from_slice(&entry.to_be_bytes());
     k
 }
 
-/// Node sizes tried for the start table, smallest first; the default size takes every key
-/// [`SEGMENT_LENGTH_MAX`] allows.
-const START_TABLE_NODE_BYTES: [usize; 3] = [512, 1024, ordo::tree::NODE_BYTES_DEFAULT];
+/// The start table's node size (small nodes: a lookup or insert copies less; its 17-byte keys
+/// fit any node size).
+const START_TABLE_NODE_BYTES: usize = 512;
 
-/// The start table's nodes: the smallest size whose key limit takes `[L] ++ prefix ++ entry`
-/// for segments of `segment_length` (small nodes: a lookup or insert copies less).
-fn start_table_nodes(segment_length: usize) -> TreeOptions {
-    let fits = |o: &TreeOptions| o.key_bytes_max() >= segment_length + 8;
-    START_TABLE_NODE_BYTES
-        .into_iter()
-        .map(TreeOptions::with_node_bytes)
-        .find(fits)
-        .unwrap_or_default()
-}
-
-/// The entries indexed under `[L] ++ suffix`, in key order.
+/// The entries indexed under `[L] ++ hash(suffix)`, in key order: those whose `L`-prefix is
+/// `suffix`, and any whose prefix only shares its hash.
 fn candidates<C: Clock>(
     tx: &mut Tx<'_, C>,
     table: BTree,
     len: usize,
     suffix: &[u8],
 ) -> Result<Vec<u64>, BenchError> {
-    let lo = table_key(len, suffix, None);
+    let key = table_key(len, string_hash(suffix), 0);
+    let lo = &key[..TABLE_BOUND_BYTES];
     let mut out = Vec::new();
-    table.range(tx, Bound::Included(&lo), Bound::Unbounded, Direction::Forward, None, |k, _| {
-        if k.len() != lo.len() + 8 || !k.starts_with(&lo) {
+    table.range(tx, Bound::Included(lo), Bound::Unbounded, Direction::Forward, None, |k, _| {
+        if k.len() != TABLE_KEY_BYTES || !k.starts_with(lo) {
             return ControlFlow::Break(());
         }
         let mut id = [0u8; 8];
-        id.copy_from_slice(&k[lo.len()..]);
+        id.copy_from_slice(&k[TABLE_BOUND_BYTES..]);
         out.push(u64::from_be_bytes(id));
         ControlFlow::Continue(())
     })?;
@@ -468,10 +502,11 @@ impl Kernel for Genome {
                 }
             })
             .collect();
-        let mut table: BTreeMap<(usize, &[u8]), Vec<u64>> = BTreeMap::new();
+        // Keyed as the engine's start table: `(L, hash of the L-prefix)`.
+        let mut table: BTreeMap<(usize, u64), Vec<u64>> = BTreeMap::new();
         for (i, &seg) in unique.iter().enumerate() {
-            for len in 1..s {
-                table.entry((len, &input.segments[seg][..len])).or_default().push(i as u64 + 1);
+            for (len, hash) in (1..s).zip(prefix_hashes(&input.segments[seg])) {
+                table.entry((len, hash)).or_default().push(i as u64 + 1);
             }
         }
         // Phase 2b: rounds of decreasing overlap.
@@ -482,10 +517,12 @@ impl Kernel for Genome {
                     continue;
                 }
                 let seg = &input.segments[entries[i].segment as usize];
-                let Some(list) = table.get(&(len, &seg[s - len..])) else { continue };
+                let Some(list) = table.get(&(len, string_hash(&seg[s - len..]))) else { continue };
                 for &c in list {
                     // Vec entries never fail to read or write.
-                    if let Ok(true) = try_link(&mut entries, i as u64 + 1, c, len as u64) {
+                    let linked =
+                        try_link(&mut entries, &input.segments, i as u64 + 1, c, len as u64);
+                    if let Ok(true) = linked {
                         is_end[i] = false;
                         break;
                     }
@@ -512,7 +549,8 @@ impl Kernel for Genome {
         let s = input.params.segment_length as usize;
         let segments = &input.segments;
         let (set, table) = db.run(|tx| {
-            let table = BTree::create_with(tx, start_table_nodes(s))?;
+            let table =
+                BTree::create_with(tx, TreeOptions::with_node_bytes(START_TABLE_NODE_BYTES))?;
             // Sized for the unique segments, at most one per gene position, as STAMP sizes its
             // hash set by the gene length (sizing it by the 16 M drawn segments of the large
             // input spread 16 k entries over 64 k buckets: a cache miss per lookup).
@@ -520,9 +558,14 @@ impl Kernel for Genome {
             Ok::<_, ordo::Error>((HashMap::create(tx, unique_max)?, table))
         })?;
         let phases = Phases { barrier: Barrier::new(threads), failed: AtomicBool::new(false) };
+        // What each thread's phase 1 inserted, in its order: phase 2a splits the concatenation
+        // evenly (STAMP splits the hash set's buckets evenly). Which thread inserts a segment
+        // depends on timing; with each thread keeping its own, one thread did up to 1.8× the
+        // other's phase-2a work at 2 threads.
+        let inserted: Vec<Mutex<Vec<usize>>> = (0..threads).map(|_| Mutex::default()).collect();
         let owned = on_threads(threads, |t| {
             let mut result = Ok(());
-            // Phase 1: this thread's chunk of segments, DEDUP_CHUNK per transaction; keep the
+            // Phase 1: this thread's chunk of segments, DEDUP_CHUNK per transaction; note the
             // ones this thread's committed transactions inserted.
             let mut mine: Vec<usize> = Vec::new();
             let range = (segments.len() * t / threads)..(segments.len() * (t + 1) / threads);
@@ -541,12 +584,27 @@ impl Kernel for Genome {
                     })?;
                     mine.extend(inserted);
                 }
+                *inserted[t].lock().unwrap_or_else(PoisonError::into_inner) = mine;
                 Ok(())
             });
-            // Phase 2a: an entry per owned segment, indexed under each of its prefixes.
+            // This thread's share of all inserted segments.
+            let mine: Vec<usize> = {
+                let all: Vec<usize> = inserted
+                    .iter()
+                    .flat_map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).clone())
+                    .collect();
+                all[all.len() * t / threads..all.len() * (t + 1) / threads].to_vec()
+            };
+            // Phase 2a: an entry per owned segment, indexed under each of its prefixes,
+            // INDEX_CHUNK prefixes per transaction.
             let mut entries: Vec<(u64, usize)> = Vec::with_capacity(mine.len());
             phases.step(&mut result, || {
+                let mut keys = Vec::with_capacity(s);
                 for &seg in &mine {
+                    keys.clear();
+                    keys.extend((1..s).zip(prefix_hashes(&segments[seg])));
+                    let mut chunks = keys.chunks(INDEX_CHUNK);
+                    let first = chunks.next().unwrap_or_default();
                     let id = db.run(|tx| {
                         let addr = tx.alloc(&[0u64; 7])?;
                         let id = addr.to_raw();
@@ -560,15 +618,19 @@ impl Kernel for Genome {
                             segment: seg as u64,
                         };
                         tx.write(addr, &e.to_words())?;
-                        for len in 1..s {
-                            table.insert(
-                                tx,
-                                &table_key(len, &segments[seg][..len], Some(id)),
-                                &[],
-                            )?;
+                        for &(len, hash) in first {
+                            table.insert(tx, &table_key(len, hash, id), &[])?;
                         }
                         Ok::<_, ordo::Error>(id)
                     })?;
+                    for keys in chunks {
+                        db.run(|tx| {
+                            for &(len, hash) in keys {
+                                table.insert(tx, &table_key(len, hash, id), &[])?;
+                            }
+                            Ok::<_, ordo::Error>(())
+                        })?;
+                    }
                     entries.push((id, seg));
                 }
                 Ok(())
@@ -584,7 +646,7 @@ impl Kernel for Genome {
                         let suffix = &segments[seg][s - len..];
                         let linked = db.run(|tx| {
                             for c in candidates(tx, table, len, suffix)? {
-                                if try_link(&mut TxEntries(tx), id, c, len as u64)? {
+                                if try_link(&mut TxEntries(tx), segments, id, c, len as u64)? {
                                     return Ok(true);
                                 }
                             }
@@ -645,5 +707,43 @@ impl Kernel for Genome {
             return fail("the parallel and sequential outputs differ".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lone(id: u64, segment: u64) -> Entry {
+        Entry { is_start: true, next: 0, start: id, end: id, length: 4, overlap: 0, segment }
+    }
+
+    /// The start table is keyed by hashes, so a candidate can share only the hash of the end's
+    /// suffix: `try_link` links when the strings overlap and refuses otherwise, leaving both
+    /// entries as they were (this fails without the string comparison).
+    #[test]
+    fn try_link_compares_the_strings_behind_a_hash_match() {
+        let segments = vec![b"acgt".to_vec(), b"gtca".to_vec(), b"ttca".to_vec()];
+        let mut entries = vec![lone(1, 0), lone(2, 1), lone(3, 2)];
+        let before = entries.clone();
+        assert!(!try_link(&mut entries, &segments, 1, 3, 2).unwrap(), "gt is not tt");
+        assert_eq!(entries, before);
+        assert!(try_link(&mut entries, &segments, 1, 2, 2).unwrap(), "gt overlaps gt");
+        assert_eq!((entries[0].next, entries[0].overlap, entries[1].is_start), (2, 2, false));
+        assert_eq!((entries[0].end, entries[0].length), (2, 6));
+        // An entry naming a segment outside the input is an error, not a panic.
+        let mut bad = vec![lone(1, 0), lone(2, 9)];
+        assert!(try_link(&mut bad, &segments, 1, 2, 2).is_err());
+    }
+
+    /// The prefix hashes are the hashes of the prefixes taken one at a time.
+    #[test]
+    fn prefix_hashes_are_incremental() {
+        let s = b"gattaca";
+        let all: Vec<u64> = prefix_hashes(s).collect();
+        for len in 1..=s.len() {
+            assert_eq!(all[len - 1], string_hash(&s[..len]));
+        }
+        assert_ne!(string_hash(b"ac"), string_hash(b"ca"));
     }
 }
