@@ -62,7 +62,8 @@ pub const DEDUP_CHUNK: usize = 12;
 /// makes each its own transaction. Keys of short prefixes are few (`4^L`), so concurrent
 /// entries collide there: with all 63 inserts of the large input in one transaction 0.31 % of
 /// attempts aborted at 2 threads, each losing 63 inserts; with 8, 0.05–0.07 % and 2 threads ran
-/// 1.08× faster; one per transaction doubled the transaction count and ran slower (session 22).
+/// 1.10× faster; 16 was no better than 63, and one per transaction doubled the transaction
+/// count and ran slower (session 22, `docs/results/2026-11-29-s22-stamp-ab.txt`).
 pub const INDEX_CHUNK: usize = 8;
 /// Gene draws before giving up on one whose `(s-1)`-mers are distinct.
 pub const GENE_ATTEMPTS_MAX: usize = 64;
