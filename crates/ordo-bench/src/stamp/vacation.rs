@@ -26,8 +26,10 @@
 //! `Store::update_resource`: [`BTree::update`] on the engine, which descends the tree once where
 //! a `get` then an `insert` descend twice, and `BTreeMap::entry` in the sequential version, so
 //! that both make one lookup. A customer's reservation list is one value, so a make-reservation
-//! task reads it once and writes it once, after its last reservation (STAMP inserts into a list
-//! in place; rewriting the whole list after each reservation cost Ordo a quarter of its time).
+//! task reads and writes it once, in one step (`Store::update_customer`: [`BTree::update`], or
+//! `BTreeMap::entry`) between its queries and taking the units (STAMP inserts into a list in
+//! place; rewriting the whole list after each reservation cost Ordo a quarter of its time, and
+//! until session 22 the list was read and written in two descents).
 //!
 //! ## Timing scope
 //! As in STAMP, whose timer brackets only `client_run` (`vacation.c`: the manager is filled
@@ -295,6 +297,14 @@ trait Store {
         f: impl FnOnce(Option<Resource>) -> Change,
     ) -> Result<(), BenchError>;
     fn customer(&mut self, id: u64) -> Result<Option<Vec<ReservationInfo>>, BenchError>;
+    /// Reads a customer's reservations and lets `f` change them in one step (one tree
+    /// descent): `f` gets the list (empty for an absent customer) and whether the customer
+    /// exists, and returns whether to write the list back (creating the customer if absent).
+    fn update_customer(
+        &mut self,
+        id: u64,
+        f: impl FnOnce(&mut Vec<ReservationInfo>, bool) -> bool,
+    ) -> Result<(), BenchError>;
     /// Replaces (`Some`) or removes (`None`) a customer.
     fn set_customer(&mut self, id: u64, c: Option<&[ReservationInfo]>) -> Result<(), BenchError>;
 }
@@ -340,6 +350,28 @@ impl Store for VacationState {
 
     fn customer(&mut self, id: u64) -> Result<Option<Vec<ReservationInfo>>, BenchError> {
         Ok(self.customers.get(&id).cloned())
+    }
+
+    fn update_customer(
+        &mut self,
+        id: u64,
+        f: impl FnOnce(&mut Vec<ReservationInfo>, bool) -> bool,
+    ) -> Result<(), BenchError> {
+        // One lookup, as the engine's tree descends once.
+        use std::collections::btree_map::Entry;
+        match self.customers.entry(id) {
+            Entry::Vacant(slot) => {
+                let mut infos = Vec::new();
+                if f(&mut infos, false) {
+                    slot.insert(infos);
+                }
+            }
+            Entry::Occupied(mut slot) => {
+                // The list is changed in place; what `f` returns does not matter here.
+                f(slot.get_mut(), true);
+            }
+        }
+        Ok(())
     }
 
     fn set_customer(&mut self, id: u64, c: Option<&[ReservationInfo]>) -> Result<(), BenchError> {
@@ -404,6 +436,27 @@ impl<C: Clock> Store for TxStore<'_, '_, C> {
         }
     }
 
+    fn update_customer(
+        &mut self,
+        id: u64,
+        f: impl FnOnce(&mut Vec<ReservationInfo>, bool) -> bool,
+    ) -> Result<(), BenchError> {
+        let mut bad = None;
+        self.tables.customers.update(self.tx, &id.to_be_bytes(), |old| {
+            let mut infos = match old.map(|v| decode_infos(id, v)).transpose() {
+                Ok(infos) => infos,
+                Err(e) => {
+                    bad = Some(e);
+                    return Edit::Keep;
+                }
+            };
+            let exists = infos.is_some();
+            let list = infos.get_or_insert_with(Vec::new);
+            if f(list, exists) { Edit::Set(encode_infos(list)) } else { Edit::Keep }
+        })?;
+        bad.map_or(Ok(()), Err)
+    }
+
     fn set_customer(&mut self, id: u64, c: Option<&[ReservationInfo]>) -> Result<(), BenchError> {
         let tree = self.tables.customers;
         match c {
@@ -455,64 +508,79 @@ fn add_resource<S: Store>(
     Ok(applied)
 }
 
-/// STAMP's `manager_reserve`: one unit of `(kind, id)` added to a customer's reservations
-/// `infos`, unless the resource is missing, nothing is free, or the customer already holds it.
-/// Returns whether it was reserved.
-fn reserve<S: Store>(
-    s: &mut S,
+/// STAMP's `manager_reserve` on a customer's side: adds a reservation of `(kind, id)` at
+/// `price` to `infos` unless nothing is free or the customer already holds it. Returns whether
+/// it was added (the caller then takes the unit from the resource).
+fn reserve_info(
     infos: &mut Vec<ReservationInfo>,
     kind: ResourceKind,
     id: u64,
-) -> Result<bool, BenchError> {
-    let Err(pos) = infos.binary_search_by_key(&(kind, id), |i| (i.kind, i.id)) else {
-        return Ok(false);
-    };
-    let mut paid = None;
-    s.update_resource(kind, id, |r| match r {
-        Some(mut r) if r.free > 0 => {
-            paid = Some(r.price);
-            r.used += 1;
-            r.free -= 1;
-            Change::Set(r)
+    price: u64,
+    free: u64,
+) -> bool {
+    match infos.binary_search_by_key(&(kind, id), |i| (i.kind, i.id)) {
+        Err(pos) if free > 0 => {
+            infos.insert(pos, ReservationInfo { kind, id, price });
+            true
         }
-        _ => Change::Keep,
-    })?;
-    let Some(price) = paid else { return Ok(false) };
-    infos.insert(pos, ReservationInfo { kind, id, price });
-    Ok(true)
+        _ => false,
+    }
 }
 
 /// One client task (STAMP `client_run`'s body between `TM_BEGIN` and `TM_END`).
 fn perform<S: Store>(s: &mut S, task: &Task) -> Result<(), BenchError> {
     match task {
         Task::Reserve { customer, queries } => {
-            let mut best: [Option<(u64, u64)>; 3] = [None; 3];
+            // The most expensive resource queried of each kind: (price, id, units free).
+            let mut best: [Option<(u64, u64, u64)>; 3] = [None; 3];
             for &(kind, id) in queries {
                 if let Some(r) = s.resource(kind, id)? {
                     let slot = &mut best[kind.index()];
-                    if slot.is_none_or(|(price, _)| r.price > price) {
-                        *slot = Some((r.price, id));
+                    if slot.is_none_or(|(price, _, _)| r.price > price) {
+                        *slot = Some((r.price, id, r.free));
                     }
                 }
             }
             if best.iter().all(Option::is_none) {
                 return Ok(());
             }
-            // STAMP adds a missing customer, then reserves each kind for it. The customer's
-            // reservations are read once and written once, after the last reservation: one
-            // transaction, so the same state as writing them after each (STAMP inserts into a
-            // list in place; here the list is one value, rewritten whole on every write).
-            let (mut infos, mut changed) = match s.customer(*customer)? {
-                Some(infos) => (infos, false),
-                None => (Vec::new(), true),
-            };
-            for kind in ResourceKind::ALL {
-                if let Some((_, id)) = best[kind.index()] {
-                    changed |= reserve(s, &mut infos, kind, id)?;
+            // STAMP adds a missing customer, then reserves each kind for it: a unit is taken
+            // when one is free and the customer does not hold the resource yet. The query
+            // above read each chosen resource in this transaction, and nothing has written it
+            // since, so its `free` decides: the customer's list is read and written in one
+            // step (one tree descent, `Store::update_customer`), then the units are taken —
+            // one transaction, so the same state as STAMP's order.
+            let mut taken = [None; 3];
+            s.update_customer(*customer, |infos, exists| {
+                let mut changed = !exists;
+                for (kind, slot) in ResourceKind::ALL.into_iter().zip(&mut taken) {
+                    if let Some((price, id, free)) = best[kind.index()] {
+                        if reserve_info(infos, kind, id, price, free) {
+                            *slot = Some(id);
+                            changed = true;
+                        }
+                    }
                 }
-            }
-            if changed {
-                s.set_customer(*customer, Some(&infos))?;
+                changed
+            })?;
+            for (kind, id) in ResourceKind::ALL.into_iter().zip(taken) {
+                let Some(id) = id else { continue };
+                let mut took = false;
+                s.update_resource(kind, id, |r| match r {
+                    Some(mut r) if r.free > 0 => {
+                        took = true;
+                        r.used += 1;
+                        r.free -= 1;
+                        Change::Set(r)
+                    }
+                    _ => Change::Keep,
+                })?;
+                if !took {
+                    return Err(BenchError::Inconsistent(format!(
+                        "{kind:?} {id} had a unit free when queried and none when reserved \
+                         in the same transaction"
+                    )));
+                }
             }
         }
         Task::DeleteCustomer { customer } => {
