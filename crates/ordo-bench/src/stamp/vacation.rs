@@ -305,8 +305,8 @@ trait Store {
         id: u64,
         f: impl FnOnce(&mut Vec<ReservationInfo>, bool) -> bool,
     ) -> Result<(), BenchError>;
-    /// Replaces (`Some`) or removes (`None`) a customer.
-    fn set_customer(&mut self, id: u64, c: Option<&[ReservationInfo]>) -> Result<(), BenchError>;
+    /// Removes a customer.
+    fn remove_customer(&mut self, id: u64) -> Result<(), BenchError>;
 }
 
 /// What [`Store::update_resource`] does with a resource.
@@ -374,11 +374,8 @@ impl Store for VacationState {
         Ok(())
     }
 
-    fn set_customer(&mut self, id: u64, c: Option<&[ReservationInfo]>) -> Result<(), BenchError> {
-        match c {
-            Some(c) => self.customers.insert(id, c.to_vec()),
-            None => self.customers.remove(&id),
-        };
+    fn remove_customer(&mut self, id: u64) -> Result<(), BenchError> {
+        self.customers.remove(&id);
         Ok(())
     }
 }
@@ -457,12 +454,8 @@ impl<C: Clock> Store for TxStore<'_, '_, C> {
         bad.map_or(Ok(()), Err)
     }
 
-    fn set_customer(&mut self, id: u64, c: Option<&[ReservationInfo]>) -> Result<(), BenchError> {
-        let tree = self.tables.customers;
-        match c {
-            Some(c) => tree.insert(self.tx, &id.to_be_bytes(), &encode_infos(c))?,
-            None => tree.remove(self.tx, &id.to_be_bytes())?,
-        };
+    fn remove_customer(&mut self, id: u64) -> Result<(), BenchError> {
+        self.tables.customers.remove(self.tx, &id.to_be_bytes())?;
         Ok(())
     }
 }
@@ -603,7 +596,7 @@ fn perform<S: Store>(s: &mut S, task: &Task) -> Result<(), BenchError> {
                         )));
                     }
                 }
-                s.set_customer(*customer, None)?;
+                s.remove_customer(*customer)?;
             }
         }
         Task::UpdateTables { updates } => {
