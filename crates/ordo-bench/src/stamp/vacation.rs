@@ -395,10 +395,9 @@ struct TxStore<'a, 'b, C: Clock> {
 
 impl<C: Clock> Store for TxStore<'_, '_, C> {
     fn resource(&mut self, kind: ResourceKind, id: u64) -> Result<Option<Resource>, BenchError> {
-        match self.tables.resources[kind.index()].get(self.tx, &id.to_be_bytes())? {
-            Some(v) => Ok(Some(Resource::decode(kind, id, &v)?)),
-            None => Ok(None),
-        }
+        let tree = self.tables.resources[kind.index()];
+        // Decoded in place: no copy of the value.
+        tree.get_with(self.tx, &id.to_be_bytes(), |v| Resource::decode(kind, id, v))?.transpose()
     }
 
     fn update_resource(

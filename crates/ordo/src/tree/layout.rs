@@ -101,6 +101,14 @@ impl Geometry {
     pub(super) fn is_inline(&self, key_len: usize, value_len: usize) -> bool {
         value_len == 0 || key_len + value_len <= self.inline_max
     }
+
+    /// The bytes of the leaf entry of a pair of these lengths (its slot not included): what
+    /// [`encode_inline`] or [`encode_out_of_line`] gives.
+    #[inline]
+    pub(super) fn leaf_entry_bytes(&self, key_len: usize, value_len: usize) -> usize {
+        let stored = if self.is_inline(key_len, value_len) { value_len } else { OUT_OF_LINE_BYTES };
+        LEAF_ENTRY_HEADER_BYTES + key_len + stored
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

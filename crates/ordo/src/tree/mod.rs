@@ -122,6 +122,16 @@
 //! leaf (its back link); a merge writes the survivor, frees the right node, and writes the parent
 //! and the following leaf's back link.
 //!
+//! ## Read, then change: the memo
+//! A transaction that looks a key up and then changes it (a query, then a reservation) would
+//! descend the tree twice. Each attempt keeps a small memo (`crate::txn::memo`) of the leaves its
+//! lookups and updates found keys in; an operation on a remembered key reads that leaf alone and
+//! uses it if the leaf still holds the key — in the attempt's one snapshot, a leaf of this tree
+//! holding the key is the key's leaf. A change that would not stay within the leaf's fill bounds
+//! (a split, merge or redistribution needs the path) descends after all, and every such change
+//! forgets the tree's memo first, so a leaf emptied into a sibling and freed is never read as a
+//! key's home (`tests/indexes/tree_memo.rs` fails without either rule).
+//!
 //! ## Scans
 //! [`BTree::range`] descends once to the first leaf of the range (the last, backward) and then
 //! follows the leaf links, calling a closure per entry until the bound, a limit, or the closure

@@ -2,7 +2,8 @@
 //! read-only transaction they are a consistent snapshot at the read timestamp and never validate.
 //!
 //! A lookup reads one node per level in place (`Tx::read_with`, no copy out) and, for a value
-//! stored out of line, its value object. A scan descends once to its starting leaf — reading
+//! stored out of line, its value object — or only the leaf, when this attempt found the key there
+//! before (the memo, see the essay of [`super`]). A scan descends once to its starting leaf — reading
 //! internal nodes only, down to the parent of that leaf — and then follows the leaf links
 //! (`next` forward, `prev` backward). The walk along the links is the only loop in the tree
 //! whose length the level limit does not bound, so it checks that keys strictly advance from
@@ -16,6 +17,7 @@ use ordo_clock::Clock;
 use crate::addr::Addr;
 use crate::error::Error;
 use crate::txn::Tx;
+use crate::txn::memo::key_hash;
 
 use super::layout::{Geometry, LEVELS_MAX, NodeView, Value, corrupt};
 use super::{Direction, KEY_BYTES_MAX};
@@ -100,6 +102,29 @@ pub(super) fn get_with<C: Clock, R>(
 ) -> Result<Option<R>, Error> {
     check_key(key, KEY_BYTES_MAX)?;
     let mut f = Some(f);
+    let hash = key_hash(key);
+    if let Some(leaf) = tx.memo().get(root, hash) {
+        // This attempt found the key in `leaf` before: if the leaf still holds it, it is the
+        // key's home (`crate::txn::memo`), and the descent is skipped.
+        let step = tx.read_with(leaf, |b| {
+            // Every node has the root's size.
+            let g = Geometry::for_root(root, b.len())?;
+            let view = NodeView::parse(leaf, b, g.node_bytes)?;
+            Ok::<_, Error>(match view.is_leaf() {
+                true => leaf_step(&view, key, &mut f)?,
+                false => Step::Miss,
+            })
+        })??;
+        match step {
+            Step::Hit(r) => return Ok(r),
+            Step::OutOfLine(value, len) => {
+                let Some(f) = f.take() else { return Ok(None) };
+                return with_value(tx, value, len, f).map(Some);
+            }
+            // Gone from that leaf (removed, or a hash collision): descend.
+            Step::Miss | Step::Child(..) => {}
+        }
+    }
     let mut addr = root;
     let mut geo: Option<Geometry> = None;
     let mut expect: Option<u8> = None;
@@ -116,23 +141,12 @@ pub(super) fn get_with<C: Clock, R>(
                 let child = view.child(view.route(key)?)?;
                 return Ok::<_, Error>((g, Step::Child(child, view.header.level - 1)));
             }
-            let i = view.lower_bound(key, false)?;
-            if i == view.count() {
-                return Ok((g, Step::Miss));
-            }
-            let e = view.leaf(i)?;
-            if e.key != key {
-                return Ok((g, Step::Miss));
-            }
-            Ok((
-                g,
-                match e.value {
-                    Value::Inline(v) => Step::Hit(f.take().map(|f| f(v))),
-                    Value::OutOfLine { addr, len } => Step::OutOfLine(addr, len),
-                },
-            ))
+            Ok((g, leaf_step(&view, key, &mut f)?))
         })??;
         geo = Some(g);
+        if matches!(step, Step::Hit(_) | Step::OutOfLine(..)) {
+            tx.memo().put(root, hash, addr);
+        }
         match step {
             Step::Child(child, level) => {
                 addr = child;
@@ -147,6 +161,26 @@ pub(super) fn get_with<C: Clock, R>(
         }
     }
     Err(corrupt(root, "tree is deeper than the level limit"))
+}
+
+/// Looks `key` up in the leaf `view`, running `f` on an inline value.
+fn leaf_step<R>(
+    view: &NodeView<'_>,
+    key: &[u8],
+    f: &mut Option<impl FnOnce(&[u8]) -> R>,
+) -> Result<Step<Option<R>>, Error> {
+    let i = view.lower_bound(key, false)?;
+    if i == view.count() {
+        return Ok(Step::Miss);
+    }
+    let e = view.leaf(i)?;
+    if e.key != key {
+        return Ok(Step::Miss);
+    }
+    Ok(match e.value {
+        Value::Inline(v) => Step::Hit(f.take().map(|f| f(v))),
+        Value::OutOfLine { addr, len } => Step::OutOfLine(addr, len),
+    })
 }
 
 /// Where a descent heads.

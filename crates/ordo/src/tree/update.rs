@@ -3,13 +3,14 @@
 //!
 //! An update descends from the root to the key's leaf — routing through each internal node in the
 //! worker's read buffer and keeping only its address and the child taken, copying the leaf — and
-//! changes the leaf in memory. It then settles the path bottom-up: a node whose new entries fit
-//! and are above the minimum fill is written and the update ends there — the common case, which
-//! writes the leaf alone (an insert, a replacement or a removal that leaves the leaf within its
-//! bounds splices the leaf's copy in place — `splice_packed`, a same-length replacement just
-//! overwrites the entry — giving the bytes a rebuild from its entry list would give). An
-//! over-full node is split (its parent gains a
-//! separator); an under-full one is merged with or refilled from an adjacent sibling under the
+//! changes the leaf in memory. (A key this attempt found before is looked for in its remembered
+//! leaf first, without the path: see [`Route::Memo`].) It then settles the path bottom-up: a node
+//! whose new entries fit and are above the minimum fill is written and the update ends there —
+//! the common case, which writes the leaf alone (an insert, a replacement or a removal that
+//! leaves the leaf within its bounds splices the leaf's copy in place — `splice_packed`, a
+//! same-length replacement just overwrites the entry — giving the bytes a rebuild from its entry
+//! list would give). An over-full node is split (its parent gains a separator); an under-full
+//! one is merged with or refilled from an adjacent sibling under the
 //! same parent (its parent loses or changes a separator). Either way the parent's entry list
 //! changes and is settled in turn (the parent is read again here, and must still route to the
 //! child), up to the root, which splits in place (its entries move to two new children) or
@@ -30,6 +31,7 @@ use ordo_clock::Clock;
 use crate::addr::Addr;
 use crate::error::Error;
 use crate::txn::Tx;
+use crate::txn::memo::key_hash;
 
 use super::layout::{
     EntryList, Geometry, LEVELS_MAX, NodeView, SLOT_BYTES, Value, corrupt, encode_inline,
@@ -157,17 +159,49 @@ enum Stored {
     OutOfLine { addr: Addr, len: usize },
 }
 
-/// Descends to `key`'s leaf and finds the key in it. Every update starts here, so the leaf is
+/// How an update reached its leaf.
+enum Route {
+    /// A descent from the root: the internal nodes on the way (none: the leaf is the root).
+    Path(Vec<Frame>),
+    /// This attempt's memo (`crate::txn::memo`): the leaf holds the key, but the path to it is
+    /// not known, so only a change that stays in the leaf may be made from here
+    /// ([`stays_in_leaf`]); anything else descends first ([`with_path`]).
+    Memo,
+}
+
+/// Finds `key`'s leaf and the key in it: in the leaf this attempt last found the key in, when it
+/// still holds it, else by a descent from the root. Every update starts here, so the leaf is
 /// searched once per operation.
 fn find<C: Clock>(
     tx: &mut Tx<'_, C>,
     root: Addr,
     key: &[u8],
-) -> Result<(Geometry, Vec<Frame>, Leaf, Slot), Error> {
+) -> Result<(Geometry, Route, Leaf, Slot), Error> {
     check_key(key, KEY_BYTES_MAX)?;
+    let hash = key_hash(key);
+    if let Some(addr) = tx.memo().get(root, hash) {
+        let bytes = tx.read_bytes(addr)?;
+        // Every node has the root's size.
+        let geo = Geometry::for_root(root, bytes.len())?;
+        let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
+        if view.is_leaf() {
+            let slot = slot_of(&view, key)?;
+            if slot.existing.is_some() {
+                let route = if addr == root { Route::Path(Vec::new()) } else { Route::Memo };
+                return Ok((geo, route, Leaf { addr, bytes }, slot));
+            }
+        }
+    }
     let (geo, path, leaf) = descend(tx, root, key)?;
     check_key(key, geo.key_max)?;
     let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let slot = slot_of(&view, key)?;
+    tx.memo().put(root, hash, leaf.addr);
+    Ok((geo, Route::Path(path), leaf, slot))
+}
+
+/// Where `key` is (or would go) in the leaf `view`.
+fn slot_of(view: &NodeView<'_>, key: &[u8]) -> Result<Slot, Error> {
     let index = view.lower_bound(key, false)?;
     let entry = match index < view.count() {
         true => Some(view.leaf(index)?).filter(|e| e.key == key),
@@ -182,7 +216,53 @@ fn find<C: Clock>(
         }
         Some(Value::OutOfLine { addr, len }) => Some(Stored::OutOfLine { addr, len }),
     };
-    Ok((geo, path, leaf, Slot { index, existing }))
+    Ok(Slot { index, existing })
+}
+
+/// Whether replacing the entry at `slot` (present) by one of `entry_bytes` — or removing it,
+/// for `None` — leaves `leaf` within its fill bounds, so that no other node changes.
+fn stays_in_leaf(
+    geo: &Geometry,
+    leaf: &Leaf,
+    slot: &Slot,
+    entry_bytes: Option<usize>,
+) -> Result<bool, Error> {
+    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let old = view.raw_range(slot.index)?.len();
+    let used = match entry_bytes {
+        Some(new) => view.used() - old + new,
+        None => view.used() - old - SLOT_BYTES,
+    };
+    Ok(used <= geo.cap && used >= geo.fill_min)
+}
+
+/// The path to the leaf for a change by `entry_bytes` (as [`stays_in_leaf`]): a leaf the memo
+/// gave is kept when the change stays in it; otherwise the tree is descended (and its memo
+/// forgotten: the change is about to move keys between nodes).
+fn with_path<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    root: Addr,
+    key: &[u8],
+    found: (Geometry, Route, Leaf, Slot),
+    entry_bytes: Option<usize>,
+) -> Result<(Geometry, Vec<Frame>, Leaf, Slot), Error> {
+    let (geo, route, leaf, slot) = found;
+    match route {
+        Route::Path(path) => Ok((geo, path, leaf, slot)),
+        Route::Memo if stays_in_leaf(&geo, &leaf, &slot, entry_bytes)? => {
+            // Not the root, and no settling: the path is never read (`set_at`, `remove_at`).
+            Ok((geo, Vec::new(), leaf, slot))
+        }
+        Route::Memo => {
+            tx.memo().forget(root);
+            match find(tx, root, key)? {
+                (geo, Route::Path(path), leaf, slot) => Ok((geo, path, leaf, slot)),
+                (_, Route::Memo, leaf, _) => {
+                    Err(corrupt(leaf.addr, "a forgotten memo entry was used"))
+                }
+            }
+        }
+    }
 }
 
 /// Runs `f` on the value at `slot` of `leaf` (`None`: absent), reading a long value's object.
@@ -211,8 +291,10 @@ pub(super) fn insert<C: Clock>(
 ) -> Result<Option<Vec<u8>>, Error> {
     check_key(key, KEY_BYTES_MAX)?;
     check_value(value)?;
-    let (geo, path, leaf, slot) = find(tx, root, key)?;
-    let old = with_old(tx, &leaf, &slot, |v| v.map(<[u8]>::to_vec))?;
+    let found = find(tx, root, key)?;
+    let old = with_old(tx, &found.2, &found.3, |v| v.map(<[u8]>::to_vec))?;
+    let entry = found.0.leaf_entry_bytes(key.len(), value.len());
+    let (geo, path, leaf, slot) = with_path(tx, root, key, found, Some(entry))?;
     set_at(tx, &geo, path, leaf, slot, key, value)?;
     Ok(old)
 }
@@ -302,8 +384,9 @@ pub(super) fn remove<C: Clock>(
     root: Addr,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, Error> {
-    let (geo, path, leaf, slot) = find(tx, root, key)?;
-    let old = with_old(tx, &leaf, &slot, |v| v.map(<[u8]>::to_vec))?;
+    let found = find(tx, root, key)?;
+    let old = with_old(tx, &found.2, &found.3, |v| v.map(<[u8]>::to_vec))?;
+    let (geo, path, leaf, slot) = with_path(tx, root, key, found, None)?;
     remove_at(tx, &geo, path, leaf, slot)?;
     Ok(old)
 }
@@ -344,14 +427,19 @@ pub(super) fn update<C: Clock>(
     key: &[u8],
     f: impl FnOnce(Option<&[u8]>) -> Edit,
 ) -> Result<(), Error> {
-    let (geo, path, leaf, slot) = find(tx, root, key)?;
-    match with_old(tx, &leaf, &slot, f)? {
+    let found = find(tx, root, key)?;
+    match with_old(tx, &found.2, &found.3, f)? {
         Edit::Keep => Ok(()),
         Edit::Set(value) => {
             check_value(&value)?;
+            let entry = found.0.leaf_entry_bytes(key.len(), value.len());
+            let (geo, path, leaf, slot) = with_path(tx, root, key, found, Some(entry))?;
             set_at(tx, &geo, path, leaf, slot, key, &value)
         }
-        Edit::Remove => remove_at(tx, &geo, path, leaf, slot),
+        Edit::Remove => {
+            let (geo, path, leaf, slot) = with_path(tx, root, key, found, None)?;
+            remove_at(tx, &geo, path, leaf, slot)
+        }
     }
 }
 
@@ -362,6 +450,9 @@ fn settle_path<C: Clock>(
     mut path: Vec<Frame>,
     mut node: Pending,
 ) -> Result<(), Error> {
+    // Keys may move between nodes from here on: positions remembered for this tree go.
+    let root = path.first().map_or(node.addr, |frame| frame.addr);
+    tx.memo().forget(root);
     loop {
         let Some(parent) = path.pop() else {
             return settle_root(tx, geo, node);

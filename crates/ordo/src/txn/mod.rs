@@ -60,6 +60,7 @@
 
 pub mod commit;
 pub(crate) mod engine;
+pub(crate) mod memo;
 mod options;
 pub mod participant;
 pub mod set;
@@ -133,6 +134,8 @@ pub struct Tx<'db, C: Clock> {
     read_only: bool,
     /// How many times this attempt has moved `rts` forward ([`Tx::extend`]).
     extensions: u8,
+    /// Where this attempt's tree operations found their keys ([`memo`]).
+    memo: memo::Memo,
 }
 
 /// How many times a read of a locked object reads again ([`Tx::wait_locked`]), and the spin-loop
@@ -177,6 +180,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             counted: false,
             read_only: false,
             extensions: 0,
+            memo: memo::Memo::default(),
         })
     }
 
@@ -245,7 +249,13 @@ impl<'db, C: Clock> Tx<'db, C> {
             counted: false,
             read_only: true,
             extensions: 0,
+            memo: memo::Memo::default(),
         })
+    }
+
+    /// This attempt's memo of where keys were found (see [`memo`]).
+    pub(crate) fn memo(&mut self) -> &mut memo::Memo {
+        &mut self.memo
     }
 
     fn w(&mut self) -> &mut Worker {
