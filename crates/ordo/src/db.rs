@@ -582,6 +582,61 @@ impl<C: Clock> Ordo<C> {
         self.shared.heap.region_count()
     }
 
+    /// Reads the newest committed version of the object at `addr` outside any transaction: `f`
+    /// gets a [`View`](crate::txn::View) of its payload. The read is one version of that one object
+    /// (the seqlock read every transactional read makes, waiting out a commit that holds the
+    /// object's lock) and nothing more: it joins no read set, is never validated, and two calls
+    /// may see states that no single snapshot holds. It is for copies and hints that something
+    /// transactional checks later — STAMP labyrinth's private copy of the grid, whose claim
+    /// transaction re-reads every cell it takes — at a fraction of a transactional read's cost.
+    ///
+    /// # Isolation
+    /// Linearizable for the one object: a commit unlocks its objects only after its write
+    /// timestamp has passed (commit step 3, `txn::commit`), so a read that returns a version
+    /// follows that version's commit, and a read that starts after a commit returned sees it or
+    /// a newer one. `f` may run more than once, on a torn payload whose result is discarded, so
+    /// it must only read through the view.
+    ///
+    /// # Errors
+    /// The heap's address errors for an address this process does not hold (in a cluster, an
+    /// object another member owns is read in a transaction); [`Error::NotAllocated`] for a free
+    /// slot; [`Error::CorruptObject`] for a length that does not fit the slot; and
+    /// [`Abort::ReadLocked`](crate::Abort::ReadLocked) when a commit holds the lock for longer
+    /// than [`READ_LATEST_WAIT`].
+    pub fn read_latest<R>(
+        &self,
+        addr: Addr,
+        mut f: impl FnMut(crate::txn::View<'_>) -> R,
+    ) -> Result<R, Error> {
+        use crate::object::ReadFail;
+        let obj = self.shared.heap.object(addr)?;
+        let mut deadline = None;
+        let mut spins = 0u32;
+        loop {
+            match obj.read_view(true, |words, len| f(crate::txn::View::shared(words, len))) {
+                Ok((snap, r)) if snap.header.is_allocated() => return Ok(r),
+                Ok(_) => return Err(Error::NotAllocated { addr }),
+                Err(ReadFail::BadLength { len_bytes }) => {
+                    return Err(Error::CorruptObject { addr, len_bytes });
+                }
+                Err(ReadFail::Locked) => {
+                    // A local commit holds its locks for about a microsecond: spin a little,
+                    // then yield until the deadline (a cluster commit's take round trips).
+                    spins += 1;
+                    if spins < 64 {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let now = std::time::Instant::now();
+                    if *deadline.get_or_insert(now + READ_LATEST_WAIT) < now {
+                        return Err(crate::Abort::ReadLocked { addr }.into());
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
     /// Reads the newest version of `addr` at or below `rts` outside any transaction, copying its
     /// payload words into `out`: what an owner's network task serves for a remote read (FaRM's
     /// one-sided RDMA read; the reader validates it as its own). Goes through the local
@@ -599,6 +654,9 @@ impl<C: Clock> Ordo<C> {
         owner.read(addr, ReadAt { rts, check_lock: true, old_versions: true }, out)
     }
 }
+
+/// The longest [`Ordo::read_latest`] waits for a commit to release an object's lock.
+pub const READ_LATEST_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Starts the background GC thread; it stops when the database is dropped.
 fn spawn_gc<C: Clock>(shared: Weak<Shared<C>>) -> Result<(), Error> {

@@ -91,8 +91,8 @@ pub mod txn;
 pub use addr::Addr;
 #[cfg(not(loom))]
 pub use db::{
-    Config, GC_INTERVAL_US_DEFAULT, Ordo, SnapshotPin, Stats, THREADS_MAX_DEFAULT,
-    VERSION_BLOCKS_MAX_DEFAULT, Versions,
+    Config, GC_INTERVAL_US_DEFAULT, Ordo, READ_LATEST_WAIT, SnapshotPin, Stats,
+    THREADS_MAX_DEFAULT, VERSION_BLOCKS_MAX_DEFAULT, Versions,
 };
 #[cfg(not(loom))]
 pub use error::{Abort, AbortKind, Error, ParticipantFailure, ParticipantStep};

@@ -13,9 +13,11 @@
 //! cache line of payload; the last object is padded with empty cells past the grid), the
 //! granularity at which a claim conflicts — as TL2 guards STAMP's grid by lock stripes rather
 //! than by word. A thread takes the next path from a shared cursor (one transaction), copies
-//! the grid into private memory — in read-only transactions of [`COPY_OBJECTS`] objects each,
-//! so the copy need not be one snapshot ("ok if not most up-to-date", as STAMP's comment says:
-//! claims only ever grow, so a copy misses claims but never invents one) — expands and traces
+//! the grid into private memory — object by object with [`Ordo::read_latest`] (each object's
+//! newest committed version, outside any transaction, as STAMP copies the grid with a plain
+//! `memcpy`), so the copy need not be one snapshot ("ok if not most up-to-date", as STAMP's
+//! comment says: claims only ever grow, so a copy misses claims but never invents one) — expands
+//! and traces
 //! back on the copy, then claims the path in one transaction that re-reads every intermediate
 //! cell and writes the path's id into it. If a cell is no longer empty, that attempt is
 //! abandoned (counted as a `requested` abort) and the thread copies and expands again, like
@@ -25,7 +27,10 @@
 //!
 //! Cost per path: the copy reads `cells / CELLS_PER_OBJECT` objects. With one cell per object
 //! (as until session 15) the copy of the standard 512 × 512 × 7 grid read 1.8 M objects per
-//! path, about 23 ns each here — more than the expansion itself.
+//! path, about 23 ns each here — more than the expansion itself. Until session 23 the copy ran
+//! in read-only transactions of 256 objects: about 240 instructions per object (the read set,
+//! its revalidations), 14 % of a 1-thread run's instructions (callgrind, `--size large --param
+//! n=24`).
 //!
 //! ## What [`Labyrinth::verify`] checks
 //! Which paths get routed depends on the order in which claims commit, so the parallel output
@@ -69,8 +74,6 @@ pub const EMPTY: u64 = 0;
 pub const ENDPOINT: u64 = u64::MAX;
 /// Cells per grid object: one 64-byte line of payload.
 pub const CELLS_PER_OBJECT: usize = 8;
-/// Grid objects per read-only transaction of the private grid copy.
-pub const COPY_OBJECTS: usize = 256;
 /// Claim attempts per path before the run is declared stuck.
 pub const CLAIM_ATTEMPTS_MAX: u32 = 100_000;
 
@@ -501,31 +504,22 @@ impl Grid {
     }
 }
 
-/// Copies every cell into `out`, [`COPY_OBJECTS`] objects per read-only transaction.
+/// Copies every cell into `out`: each grid object's newest committed version
+/// ([`Ordo::read_latest`]), not one snapshot (see the module essay).
 fn read_grid<C: Clock>(db: &Ordo<C>, grid: &Grid, out: &mut Vec<u64>) -> Result<(), BenchError> {
     out.clear();
-    for chunk in grid.objects.chunks(COPY_OBJECTS) {
+    for &a in &grid.objects {
         let start = out.len();
-        let copied = db.run(|tx| {
+        // `f` may run again after a torn read: it starts over from `start` each time.
+        let fits = db.read_latest(a, |v| {
             out.truncate(start);
-            for &a in chunk {
-                let fits =
-                    tx.read_with(a, |b| {
-                        let fits = b.len() == CELLS_PER_OBJECT * 8;
-                        if fits {
-                            out.extend(b.chunks_exact(8).map(|w| {
-                                u64::from_le_bytes(w.try_into().expect("chunks of 8 bytes"))
-                            }));
-                        }
-                        fits
-                    })?;
-                if !fits {
-                    return Ok(Err(a));
-                }
+            if v.len() != CELLS_PER_OBJECT * 8 {
+                return false;
             }
-            Ok::<_, Error>(Ok(()))
+            out.extend((0..CELLS_PER_OBJECT).map(|i| v.word(i).unwrap_or(EMPTY)));
+            true
         })?;
-        if let Err(a) = copied {
+        if !fits {
             return Err(BenchError::Inconsistent(format!(
                 "labyrinth: grid object {a:?} does not hold {CELLS_PER_OBJECT} cells"
             )));
