@@ -360,12 +360,18 @@ fn read_latest_reads_committed_versions_only() {
 fn read_latest_is_one_version_and_never_goes_back() {
     let db = db();
     let a = db.run(|tx| tx.alloc(&[0u64; 16])).unwrap();
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let (started, done) =
+        (std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicBool::new(false));
     let per_thread = 20_000u64;
     let reads = std::thread::scope(|s| {
         let writers: Vec<_> = (0..2)
             .map(|_| {
                 s.spawn(|| {
+                    // Start once the reader runs, so that reads and writes overlap even when the
+                    // test harness keeps the cores busy.
+                    while !started.load(std::sync::atomic::Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
                     for _ in 0..per_thread {
                         db.run(|tx| tx.update_words(a, |w| w.iter_mut().for_each(|x| *x += 1)))
                             .unwrap();
@@ -375,7 +381,8 @@ fn read_latest_is_one_version_and_never_goes_back() {
             .collect();
         let reader = s.spawn(|| {
             let (mut last, mut reads) = (0u64, 0u64);
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            started.store(true, std::sync::atomic::Ordering::Release);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 1000 {
                 let words: Vec<u64> =
                     db.read_latest(a, |v| (0..16).map(|i| v.word(i).unwrap()).collect()).unwrap();
                 assert!(words.iter().all(|&w| w == words[0]), "a torn version: {words:?}");
@@ -391,6 +398,6 @@ fn read_latest_is_one_version_and_never_goes_back() {
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         reader.join().unwrap()
     });
-    assert!(reads > 0);
+    assert!(reads >= 1000);
     assert_eq!(db.read_latest(a, |v| v.word(15)).unwrap(), Some(2 * per_thread));
 }
