@@ -250,7 +250,9 @@ fn with_path<C: Clock>(
     match route {
         Route::Path(path) => Ok((geo, path, leaf, slot)),
         Route::Memo if stays_in_leaf(&geo, &leaf, &slot, entry_bytes)? => {
-            // Not the root, and no settling: the path is never read (`set_at`, `remove_at`).
+            // Not the root, and the change stays in the leaf: `set_at` / `remove_at` write the
+            // leaf alone. (Should a splice fall back to a rebuild, the empty path settles the
+            // leaf as a root, which for a leaf within its bounds writes it alone too.)
             Ok((geo, Vec::new(), leaf, slot))
         }
         Route::Memo => {
@@ -721,4 +723,37 @@ fn settle_root<C: Clock>(tx: &mut Tx<'_, C>, geo: &Geometry, node: Pending) -> R
         tx.free(child)?;
     }
     Err(corrupt(node.addr, "tree is deeper than the level limit"))
+}
+
+#[cfg(test)]
+mod tests {
+    use ordo_clock::LogicalClock;
+
+    use super::*;
+    use crate::tree::{BTree, TreeOptions};
+    use crate::{Config, Ordo};
+
+    /// A memo entry that names the wrong leaf (what a 64-bit hash collision would give) is not
+    /// used: the leaf must hold the key. Without the check in `find`, the update below would
+    /// write `a` into `b`'s leaf, out of key order (`check_invariants` fails).
+    #[test]
+    fn a_memo_entry_naming_the_wrong_leaf_is_not_used() {
+        let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
+        let key = |i: u32| format!("k{i:04}").into_bytes();
+        let tree = db.run(|tx| BTree::create_with(tx, TreeOptions::with_node_bytes(256))).unwrap();
+        db.run(|tx| (0..200).try_for_each(|i| tree.insert(tx, &key(i), &[1; 8]).map(drop)))
+            .unwrap();
+        let (a, b) = (key(3), key(190));
+        let mut tx = db.begin().unwrap();
+        assert!(tree.get(&mut tx, &b).unwrap().is_some());
+        let root = tree.root();
+        let leaf_b = tx.memo().get(root, key_hash(&b)).unwrap();
+        tx.memo().put(root, key_hash(&a), leaf_b);
+        assert_eq!(tree.get(&mut tx, &a).unwrap(), Some(vec![1; 8]));
+        tx.memo().put(root, key_hash(&a), leaf_b);
+        tree.update(&mut tx, &a, |_| Edit::Set(vec![2; 8])).unwrap();
+        tx.commit().unwrap();
+        db.run(|tx| tree.check_invariants(tx)).unwrap();
+        assert_eq!(db.run(|tx| tree.get(tx, &a)).unwrap(), Some(vec![2; 8]));
+    }
 }
