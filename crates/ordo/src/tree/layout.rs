@@ -1000,7 +1000,7 @@ mod tests {
         use rand::{Rng, SeedableRng, rngs::SmallRng};
         let seed = ordo_seed::Seed::new("lower_bound_matches_partition_point");
         let mut rng = SmallRng::seed_from_u64(seed.derive(0));
-        let mut key = |rng: &mut SmallRng| -> Vec<u8> {
+        let key = |rng: &mut SmallRng| -> Vec<u8> {
             let len = rng.random_range(0..=12);
             (0..len).map(|_| [0u8, 1, 0xff][rng.random_range(0..3)]).collect()
         };
