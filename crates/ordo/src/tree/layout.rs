@@ -354,31 +354,36 @@ impl<'b> NodeView<'b> {
     /// [`NodeView::leaf`], [`NodeView::child`]).
     pub(super) fn lower_bound(&self, key: &[u8], strict: bool) -> Result<usize, Error> {
         let h = &self.header;
-        let count = h.count;
+        let (mut lo, mut hi) = (0, h.count);
         // The slot array, bounds-checked once (`parse` checked it ends by the data end).
-        let slots_end = HEADER_BYTES + SLOT_BYTES * count;
+        let slots_end = HEADER_BYTES + SLOT_BYTES * h.count;
         let slots = self.b.get(HEADER_BYTES..slots_end);
         let slots = slots.ok_or_else(|| corrupt(self.addr, "node slot is truncated"))?;
+        let slot = |j: usize| {
+            slots.get(2 * j..2 * j + 2).map(|s| usize::from(u16::from_le_bytes([s[0], s[1]])))
+        };
         let at = if h.level == 0 { LEAF_ENTRY_HEADER_BYTES } else { INTERNAL_ENTRY_HEADER_BYTES };
-        let needle = KeyPrefix::of(key);
-        let probe = Probe { view: self, slots, slots_end, at, needle, key, strict };
-        let truncated = || corrupt(self.addr, "entry key is truncated");
-        // A binary search whose step does not branch on the comparison (the compiler selects
-        // `base` with a conditional move): on a node's dozens of keys, the mispredicted branch
-        // of the textbook loop cost more than the comparisons (`lower_bound` was 13 % of STAMP
-        // vacation's time). It probes `count.ilog2() + 1` entries; invariant: every entry below
-        // `base` sorts before `key`, and the answer is in `base..=base + size`.
-        if count == 0 {
-            return Ok(0);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            // Entry `mid`'s key, checked: the entry lies between the slot
+            // array and the data end, and its key inside it.
+            let start = slot(mid);
+            let end = if mid + 1 < h.count { slot(mid + 1) } else { Some(h.data_end) };
+            let k = start.zip(end).and_then(|(start, end)| {
+                let len = usize::from(get_u16(self.b, start)?);
+                let key_end = start + at + len;
+                (start >= slots_end && key_end <= end && end <= h.data_end)
+                    .then(|| self.b.get(start + at..key_end))
+                    .flatten()
+            });
+            let k = k.ok_or_else(|| corrupt(self.addr, "entry key is truncated"))?;
+            match key_cmp(k, key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Equal if strict => lo = mid + 1,
+                _ => hi = mid,
+            }
         }
-        let (mut base, mut size) = (0, count);
-        while size > 1 {
-            let half = size / 2;
-            let mid = base + half;
-            base = if probe.before(mid).ok_or_else(truncated)? { mid } else { base };
-            size -= half;
-        }
-        Ok(base + usize::from(probe.before(base).ok_or_else(truncated)?))
+        Ok(lo)
     }
 
     /// The child of an internal node that covers `key`: the number of separators `<= key`.
@@ -610,98 +615,6 @@ pub(super) fn key_cmp(a: &[u8], b: &[u8]) -> Ordering {
         }
         _ => a.cmp(b),
     }
-}
-
-/// One [`NodeView::lower_bound`] search: the node's slot array and where its keys start.
-struct Probe<'v, 'b, 'k> {
-    view: &'v NodeView<'b>,
-    slots: &'b [u8],
-    slots_end: usize,
-    /// Bytes of an entry's header: its key follows.
-    at: usize,
-    needle: KeyPrefix,
-    key: &'k [u8],
-    strict: bool,
-}
-
-impl Probe<'_, '_, '_> {
-    /// Whether entry `j`'s key sorts before the key (or equals it, when `strict`); `None` when
-    /// the entry does not lie between the slot array and the data end, or its key not inside it.
-    #[inline(always)]
-    fn before(&self, j: usize) -> Option<bool> {
-        let h = &self.view.header;
-        let slot = |j: usize| {
-            let s = self.slots.get(2 * j..2 * j + 2)?;
-            Some(usize::from(u16::from_le_bytes([s[0], s[1]])))
-        };
-        let start = slot(j)?;
-        let end = if j + 1 < h.count { slot(j + 1)? } else { h.data_end };
-        let key_start = start + self.at;
-        let key_end = key_start + usize::from(get_u16(self.view.b, start)?);
-        if !(start >= self.slots_end && key_end <= end && end <= h.data_end) {
-            return None;
-        }
-        let order = self.needle.cmp_stored(self.view.b, key_start, key_end, self.key);
-        Some(order == Ordering::Less || (self.strict && order == Ordering::Equal))
-    }
-}
-
-/// A search key's first 8 bytes as a big-endian number (zero-padded), for comparing it with
-/// stored keys a word at a time: two keys whose padded prefixes differ are ordered by them.
-#[derive(Clone, Copy)]
-struct KeyPrefix {
-    word: u64,
-    len: usize,
-}
-
-impl KeyPrefix {
-    fn of(key: &[u8]) -> Self {
-        KeyPrefix { word: prefix_word(key), len: key.len() }
-    }
-
-    /// Orders the stored key `b[start..end]` against `key` (the key this prefix is of), as
-    /// [`key_cmp`] does. `start <= end <= b.len()`.
-    #[inline(always)]
-    fn cmp_stored(self, b: &[u8], start: usize, end: usize, key: &[u8]) -> Ordering {
-        let len = end - start;
-        // The stored key's 8 bytes at once when the node has them (the bytes past a short key
-        // are masked off), else byte by byte.
-        let word = match b.get(start..start + 8) {
-            Some(w) => {
-                let w = u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-                w & prefix_mask(len)
-            }
-            None => prefix_word(&b[start..end]),
-        };
-        if word != self.word {
-            word.cmp(&self.word)
-        } else if len.max(self.len) <= 8 {
-            // Equal padded prefixes of keys of at most 8 bytes: the shorter is a prefix of the
-            // longer, so it sorts first.
-            len.cmp(&self.len)
-        } else {
-            key_cmp(&b[start..end], key)
-        }
-    }
-}
-
-/// The mask keeping the first `len` bytes of a big-endian word (all of it for 8 or more).
-#[inline(always)]
-fn prefix_mask(len: usize) -> u64 {
-    match len {
-        0 => 0,
-        1..=7 => !0u64 << (64 - 8 * len),
-        _ => !0,
-    }
-}
-
-/// `key`'s first 8 bytes as a big-endian number, zero-padded.
-#[inline(always)]
-fn prefix_word(key: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    let n = key.len().min(8);
-    w[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(w)
 }
 
 /// Inserts `raw` as entry `i` of node `addr` in its bytes `b`, in place: the bytes become
@@ -993,8 +906,7 @@ mod tests {
     /// `lower_bound` against `partition_point` on sorted keys: keys of 0 to 12 bytes over a
     /// three-letter alphabet (so that many share their first 8 bytes, or are prefixes of each
     /// other), every node size from 1 to 24 entries, leaf and internal layouts, probes present
-    /// and absent, strict and not. The short-key and the 8-byte-prefix paths of
-    /// `KeyPrefix::cmp_stored`, and a key ending within 8 bytes of the node's end, are covered.
+    /// and absent, strict and not.
     #[test]
     fn lower_bound_matches_partition_point() {
         use rand::{Rng, SeedableRng, rngs::SmallRng};
