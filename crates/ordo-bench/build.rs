@@ -18,10 +18,10 @@ fn main() {
     if let Some(p) = git(&["rev-parse", "--git-path", "HEAD"]) {
         println!("cargo:rerun-if-changed={p}");
     }
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(p) = git(&["rev-parse", "--git-path", &branch]) {
-            println!("cargo:rerun-if-changed={p}");
-        }
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
+        && let Some(p) = git(&["rev-parse", "--git-path", &branch])
+    {
+        println!("cargo:rerun-if-changed={p}");
     }
     println!("cargo:rerun-if-changed=build.rs");
 }

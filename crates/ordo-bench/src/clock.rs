@@ -602,10 +602,10 @@ impl ClockBenchReport {
                         .map_or_else(|| "-".to_owned(), |s| format_cell(s.median, s.min, s.max));
                     let _ = write!(out, "  {text:>24}");
                 }
-                if metric == Metric::GetTsPerUsPerThread {
-                    if let Some(r) = self.ratios.iter().find(|r| r.threads == t) {
-                        let _ = write!(out, "  {:>24}", format_cell(r.median, r.min, r.max));
-                    }
+                if metric == Metric::GetTsPerUsPerThread
+                    && let Some(r) = self.ratios.iter().find(|r| r.threads == t)
+                {
+                    let _ = write!(out, "  {:>24}", format_cell(r.median, r.min, r.max));
                 }
                 out.push('\n');
             }

@@ -288,7 +288,7 @@ pub fn generate_log(
                     let mut value = vec![0u8; object_bytes];
                     let mut n = 0u64;
                     loop {
-                        if n % 1024 == 0 && bytes_of(db) >= log_bytes {
+                        if n.is_multiple_of(1024) && bytes_of(db) >= log_bytes {
                             break;
                         }
                         let picks: Vec<ordo::Addr> = (0..writes_per_tx)

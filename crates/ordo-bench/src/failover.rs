@@ -354,10 +354,11 @@ pub fn bucket_counts(times_us: &[i64], from_ms: i64, to_ms: i64) -> Vec<u32> {
     let mut buckets = vec![0u32; len];
     for &t in times_us {
         let ms = t.div_euclid(1000);
-        if ms >= from_ms && ms < to_ms {
-            if let Ok(i) = usize::try_from(ms - from_ms) {
-                buckets[i] = buckets[i].saturating_add(1);
-            }
+        if ms >= from_ms
+            && ms < to_ms
+            && let Ok(i) = usize::try_from(ms - from_ms)
+        {
+            buckets[i] = buckets[i].saturating_add(1);
         }
     }
     buckets
@@ -554,10 +555,11 @@ fn monitor(
             let open = episodes.last().is_some_and(|e| e.1.is_none());
             if !clock_enabled && !open {
                 episodes.push((now, None));
-            } else if clock_enabled && open {
-                if let Some(e) = episodes.last_mut() {
-                    e.1 = Some(now);
-                }
+            } else if clock_enabled
+                && open
+                && let Some(e) = episodes.last_mut()
+            {
+                e.1 = Some(now);
             }
         }
         let spent = round.elapsed();
@@ -1086,12 +1088,12 @@ pub fn run(
     if !read_ok {
         problems.push(format!("the final read failed: {final_read}"));
     }
-    if let (Some(b), Some(a)) = (max_before, min_after) {
-        if b >= a {
-            problems.push(format!(
-                "timestamps not increasing across the failover: {b} ns before the kill ≥ {a} ns after"
-            ));
-        }
+    if let (Some(b), Some(a)) = (max_before, min_after)
+        && b >= a
+    {
+        problems.push(format!(
+            "timestamps not increasing across the failover: {b} ns before the kill ≥ {a} ns after"
+        ));
     }
 
     // The survivors' own account of the round.

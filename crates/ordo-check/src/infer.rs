@@ -295,16 +295,14 @@ fn scan<'h>(i: usize, t: &'h Txn, writes: &Writes) -> Scan<'h> {
                     }
                     continue;
                 }
-                if let Some(v) = seen {
-                    if writes.register.get(&(*key, *v)).is_some_and(|w| w.txn == i) {
-                        note(
-                            &mut s,
-                            format!(
-                                "read(reg {key}) = {v}, which the transaction writes only later"
-                            ),
-                        );
-                        continue;
-                    }
+                if let Some(v) = seen
+                    && writes.register.get(&(*key, *v)).is_some_and(|w| w.txn == i)
+                {
+                    note(
+                        &mut s,
+                        format!("read(reg {key}) = {v}, which the transaction writes only later"),
+                    );
+                    continue;
                 }
                 match first_register.get(key) {
                     Some(first) if first != seen => note(
@@ -349,10 +347,10 @@ fn assign_roles(txns: &[Txn], scope: Scope, scans: &[Scan<'_>], writes: &Writes)
             }
         }
         for read in &s.registers {
-            if let Some(v) = read.seen {
-                if let Some(w) = writes.register.get(&(read.key, v)) {
-                    observed[w.txn] |= w.txn != r;
-                }
+            if let Some(v) = read.seen
+                && let Some(w) = writes.register.get(&(read.key, v))
+            {
+                observed[w.txn] |= w.txn != r;
             }
         }
     }

@@ -346,14 +346,14 @@ pub(crate) fn measure_instances(
         if json {
             bar.suspend(|| println!("{line}"));
         }
-        if let Some((f, path)) = &mut file {
-            if let Err(source) = writeln!(f, "{line}") {
-                write_error.get_or_insert(CliError::ResultsFile {
-                    path: path.to_path_buf(),
-                    action: "append to",
-                    source,
-                });
-            }
+        if let Some((f, path)) = &mut file
+            && let Err(source) = writeln!(f, "{line}")
+        {
+            write_error.get_or_insert(CliError::ResultsFile {
+                path: path.to_path_buf(),
+                action: "append to",
+                source,
+            });
         }
     });
     bar.finish_and_clear();

@@ -344,12 +344,11 @@ pub fn load_or_else(
         warnings.push(CacheWarning::NoBootId);
     }
     let calibration = measure()?;
-    if let Some(key) = &key {
-        if key.cores == calibration.cores {
-            if let Err(warning) = cache.store(key, &calibration) {
-                warnings.push(warning);
-            }
-        }
+    if let Some(key) = &key
+        && key.cores == calibration.cores
+        && let Err(warning) = cache.store(key, &calibration)
+    {
+        warnings.push(warning);
     }
     Ok(CalibrationOutcome {
         calibration,

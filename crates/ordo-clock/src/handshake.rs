@@ -263,7 +263,7 @@ impl Mailbox {
                 return Err(HandshakeError::Protocol { expected: m, seen });
             }
             spins = spins.wrapping_add(1);
-            if spins % STALL_CHECK_SPINS == 0 {
+            if spins.is_multiple_of(STALL_CHECK_SPINS) {
                 // Relaxed: see abort().
                 if self.line.abort.load(Ordering::Relaxed) {
                     return Err(HandshakeError::PeerAborted);

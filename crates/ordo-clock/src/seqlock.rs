@@ -97,7 +97,7 @@ impl<const N: usize> SeqLock<N> {
                 return values;
             }
             spins = spins.wrapping_add(1);
-            if spins % READ_SPINS_BEFORE_YIELD == 0 {
+            if spins.is_multiple_of(READ_SPINS_BEFORE_YIELD) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();

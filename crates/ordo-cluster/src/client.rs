@@ -570,11 +570,11 @@ fn sync_loop(
             next_ask_members = Instant::now() + ask_every;
             // Every 2 ms at first, backing off to every 50 ms while no member names another CM.
             ask_every = (ask_every * 2).min(CM_ASK_MAX);
-            if let Ok(c) = rt.block_on(link.fetch(Some(cm))) {
-                if link.adopt(c) {
-                    next_connect = Instant::now();
-                    ask_every = CM_RETRY_EVERY;
-                }
+            if let Ok(c) = rt.block_on(link.fetch(Some(cm)))
+                && link.adopt(c)
+            {
+                next_connect = Instant::now();
+                ask_every = CM_RETRY_EVERY;
             }
         }
         if let Some((_, p)) = &peer {
@@ -594,10 +594,9 @@ fn sync_loop(
                     next_poll = Instant::now() + CONFIG_POLL_EVERY;
                     if let Ok(Body::ConfigReply { json }) =
                         p.call_timeout(Body::ConfigRequest, timeout).await
+                        && let Ok(c) = ClusterConfig::from_json(json.as_bytes())
                     {
-                        if let Ok(c) = ClusterConfig::from_json(json.as_bytes()) {
-                            link.adopt(c);
-                        }
+                        link.adopt(c);
                     }
                 }
             });

@@ -309,10 +309,10 @@ impl NodeConfig {
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
             return Err(field("listen", "must be an IP address and port, e.g. 127.0.0.1:7101"));
         }
-        if let Some(m) = &self.metrics_listen {
-            if m.parse::<std::net::SocketAddr>().is_err() {
-                return Err(field("metrics_listen", "must be an IP address and port"));
-            }
+        if let Some(m) = &self.metrics_listen
+            && m.parse::<std::net::SocketAddr>().is_err()
+        {
+            return Err(field("metrics_listen", "must be an IP address and port"));
         }
         if self.etcd.is_empty() {
             return Err(field("etcd", "name at least one endpoint"));

@@ -815,10 +815,10 @@ impl Handler for NodeHandler {
             Body::OatReport { oat } if s.is_cm() => s.report_oat(from, oat),
             Body::LeaseAck { config_seq } if s.is_cm() => {
                 let asked = s.lease_asks.lock().unwrap_or_else(|p| p.into_inner()).remove(&from);
-                if let Some((seq, at)) = asked.filter(|(seq, _)| *seq == config_seq) {
-                    if seq == s.seq() {
-                        s.leases().renewed(from, at);
-                    }
+                if let Some((seq, at)) = asked.filter(|(seq, _)| *seq == config_seq)
+                    && seq == s.seq()
+                {
+                    s.leases().renewed(from, at);
                 }
             }
             _ => {}
@@ -2160,10 +2160,8 @@ fn sample_clock(shared: &NodeShared) {
     let m = &shared.metrics;
     let enabled = shared.clock.is_enabled();
     m.clock_enabled.store(u64::from(enabled), Ordering::Relaxed);
-    if enabled {
-        if let Ok(i) = shared.clock.try_now(Duration::ZERO) {
-            m.sample_width(i.width_nanos());
-        }
+    if enabled && let Ok(i) = shared.clock.try_now(Duration::ZERO) {
+        m.sample_width(i.width_nanos());
     }
     let stats = shared.clock.stats();
     m.get_ts_calls.store(stats.get_ts_waits, Ordering::Relaxed);

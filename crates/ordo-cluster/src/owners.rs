@@ -523,10 +523,11 @@ impl RemoteOwners {
     /// Tells `nodes` (backups of `region`) to drop the part of attempt `tx`, without waiting;
     /// with `local`, this node drops its own copy too.
     fn discard_at(&self, tx: u64, region: u16, nodes: &[NodeId], local: bool) {
-        if local && (nodes.contains(&self.me) || self.placement.is_backup(region, self.me)) {
-            if let Some(l) = self.local() {
-                l.discard(TxKey { coordinator: self.me, tx, region });
-            }
+        if local
+            && (nodes.contains(&self.me) || self.placement.is_backup(region, self.me))
+            && let Some(l) = self.local()
+        {
+            l.discard(TxKey { coordinator: self.me, tx, region });
         }
         for &node in nodes.iter().filter(|&&n| n != self.me) {
             let body = Body::Truncate { truncate: Vec::new(), discard: vec![(tx, region)] };
@@ -751,18 +752,18 @@ impl Remote for RemoteOwners {
         let region = wire.region().unwrap_or(0);
         let step = ParticipantStep::CommitBackup;
         let (primary, backups) = self.placement.replicas(region);
-        if let Some(locked) = self.locked_at(tx, region) {
-            if primary != Some(locked) {
-                // A failover moved the region since its LOCK: the lock died with the old
-                // primary, and the new one never held it. Abort before the commit point.
-                tracing::debug!(region, tx, locked, ?primary, "primary changed since LOCK");
-                return Err(Error::Participant {
-                    owner: region,
-                    region,
-                    step,
-                    cause: ParticipantFailure::NotOwner,
-                });
-            }
+        if let Some(locked) = self.locked_at(tx, region)
+            && primary != Some(locked)
+        {
+            // A failover moved the region since its LOCK: the lock died with the old
+            // primary, and the new one never held it. Abort before the commit point.
+            tracing::debug!(region, tx, locked, ?primary, "primary changed since LOCK");
+            return Err(Error::Participant {
+                owner: region,
+                region,
+                step,
+                cause: ParticipantFailure::NotOwner,
+            });
         }
         let regions = self.regions_written(tx, region);
         self.note_sent(tx, region, &backups);

@@ -226,7 +226,7 @@ pub fn decode_state(
         });
         rest = &tail[n..];
     }
-    if locks.len() % 3 != 0 {
+    if !locks.len().is_multiple_of(3) {
         return Err(RecoveryDecodeError {
             what: "locks",
             reason: format!("{} words are not whole entries of 3", locks.len()),
@@ -235,7 +235,7 @@ pub fn decode_state(
     for l in locks.chunks_exact(3) {
         state.locks.push(TxKey { coordinator: l[0], tx: l[1], region: region_of(l[2], "locks")? });
     }
-    if evidence.len() % 4 != 0 {
+    if !evidence.len().is_multiple_of(4) {
         return Err(RecoveryDecodeError {
             what: "evidence",
             reason: format!("{} words are not whole entries of 4", evidence.len()),
@@ -266,7 +266,7 @@ pub fn encode_decisions(decisions: &[Decision]) -> Vec<u64> {
 
 /// Decodes RECOVER-DECIDE's list.
 pub fn decode_decisions(words: &[u64]) -> Result<Vec<Decision>, RecoveryDecodeError> {
-    if words.len() % 3 != 0 {
+    if !words.len().is_multiple_of(3) {
         return Err(RecoveryDecodeError {
             what: "decisions",
             reason: format!("{} words are not whole entries of 3", words.len()),

@@ -286,10 +286,10 @@ impl<C: Clock> Ordo<C> {
         if shared.config.gc_interval_us > 0 {
             spawn_gc(Arc::downgrade(&shared))?;
         }
-        if let Some(d) = &shared.config.durability {
-            if d.checkpoint_interval_ms > 0 {
-                spawn_checkpointer(Arc::downgrade(&shared), d.checkpoint_interval_ms)?;
-            }
+        if let Some(d) = &shared.config.durability
+            && d.checkpoint_interval_ms > 0
+        {
+            spawn_checkpointer(Arc::downgrade(&shared), d.checkpoint_interval_ms)?;
         }
         Ok(Ordo { shared })
     }

@@ -129,7 +129,7 @@ impl PartWire {
     /// payload is there, that addresses ascend within one region.
     pub(crate) fn decode(&self, into: &mut WriteSet) -> Result<(), Error> {
         into.clear();
-        if self.entries.len() % 3 != 0 {
+        if !self.entries.len().is_multiple_of(3) {
             return Err(Error::Config(format!(
                 "a part of {} words is not whole entries of 3",
                 self.entries.len()

@@ -208,7 +208,7 @@ fn walk_records(chunk: &[u8]) -> usize {
 /// A record `view_record` accepted is what its header says, its entries inside it.
 fn check_view(b: &[u8], r: &format::RecordView<'_>) {
     let len = r.len_bytes();
-    assert!(len >= RECORD_HEADER_BYTES && len % 8 == 0 && len <= b.len());
+    assert!(len >= RECORD_HEADER_BYTES && len.is_multiple_of(8) && len <= b.len());
     assert!(matches!(r.kind, KIND_TX | KIND_MARKER | KIND_TX_PART));
     let mut bytes = RECORD_HEADER_BYTES;
     let mut count = 0;

@@ -301,7 +301,7 @@ fn backoff(spins: &mut u32) {
     #[cfg(not(loom))]
     {
         *spins += 1;
-        if *spins % 64 == 0 {
+        if (*spins).is_multiple_of(64) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

@@ -393,11 +393,11 @@ fn generate_graph(p: &Ssca2Params, seed: u64) -> Ssca2Input {
         while d < n {
             for other in [Some((i + d) % n), i.checked_sub(d)] {
                 let take = draw(&mut rng) <= prob;
-                if let (true, Some(o)) = (take, other) {
-                    if clique_of[o] != clique_of[i] {
-                        for _ in 0..rng.random_range(1..=pmax) {
-                            edges.push((i as u32, o as u32));
-                        }
+                if let (true, Some(o)) = (take, other)
+                    && clique_of[o] != clique_of[i]
+                {
+                    for _ in 0..rng.random_range(1..=pmax) {
+                        edges.push((i as u32, o as u32));
                     }
                 }
             }

@@ -207,7 +207,7 @@ fn decode_infos(customer: u64, bytes: &[u8]) -> Result<Vec<ReservationInfo>, Ben
             bytes.len()
         ))
     };
-    if bytes.len() % INFO_BYTES != 0 {
+    if !bytes.len().is_multiple_of(INFO_BYTES) {
         return Err(bad());
     }
     bytes
@@ -546,11 +546,11 @@ fn perform<S: Store>(s: &mut S, task: &Task) -> Result<(), BenchError> {
             s.update_customer(*customer, |infos, exists| {
                 let mut changed = !exists;
                 for (kind, slot) in ResourceKind::ALL.into_iter().zip(&mut taken) {
-                    if let Some((price, id, free)) = best[kind.index()] {
-                        if reserve_info(infos, kind, id, price, free) {
-                            *slot = Some(id);
-                            changed = true;
-                        }
+                    if let Some((price, id, free)) = best[kind.index()]
+                        && reserve_info(infos, kind, id, price, free)
+                    {
+                        *slot = Some(id);
+                        changed = true;
                     }
                 }
                 changed

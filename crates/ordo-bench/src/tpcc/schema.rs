@@ -234,7 +234,7 @@ pub mod order_line {
     /// order; see the module docs of [`crate::tpcc`]); `None` unless the value is one or more
     /// whole rows.
     pub fn rows(value: &[u8]) -> Option<std::slice::ChunksExact<'_, u8>> {
-        (!value.is_empty() && value.len() % BYTES == 0).then(|| value.chunks_exact(BYTES))
+        (!value.is_empty() && value.len().is_multiple_of(BYTES)).then(|| value.chunks_exact(BYTES))
     }
 }
 
@@ -353,7 +353,7 @@ const _: () = {
     assert!(customer::DATA + customer::DATA_BYTES <= customer::BYTES);
     assert!(customer::ADDRESS + 71 == customer::DATA);
     assert!(item::DATA + item::DATA_BYTES <= item::BYTES);
-    assert!(item::DATA % 8 == 0 && item::DATA_BYTES <= 56);
+    assert!(item::DATA.is_multiple_of(8) && item::DATA_BYTES <= 56);
     assert!(stock::DIST + 10 * stock::DIST_BYTES == stock::DATA);
     assert!(stock::DATA + stock::DATA_BYTES <= stock::BYTES);
     assert!(order_line::DIST_INFO + 24 <= order_line::BYTES);

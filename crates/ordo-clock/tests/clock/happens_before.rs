@@ -38,7 +38,7 @@ fn wait_until(mut ready: impl FnMut() -> bool) {
     let mut spins = 0u32;
     while !ready() {
         spins += 1;
-        if spins % SPINS_BEFORE_YIELD == 0 {
+        if spins.is_multiple_of(SPINS_BEFORE_YIELD) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

@@ -202,10 +202,10 @@ impl World {
             lease.renew(sent_local);
             // `renew_once`: the LeaseAck follows the grant.
             let seq = node.config.seq;
-            if self.options.ack_renewals {
-                if let Some(delay) = st.send_lease(to, from) {
-                    st.schedule(delay, Event::LeaseAck { from: to, to: from, seq, arrived_local });
-                }
+            if self.options.ack_renewals
+                && let Some(delay) = st.send_lease(to, from)
+            {
+                st.schedule(delay, Event::LeaseAck { from: to, to: from, seq, arrived_local });
             }
         }
         drop(st);

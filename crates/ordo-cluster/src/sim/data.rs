@@ -806,12 +806,10 @@ impl World {
             self.failover();
         }
         self.ungate();
-        if nest {
-            if let Some(node) = self.pick_live() {
-                lock(&self.st).depth += 1;
-                self.transaction(node, 1);
-                lock(&self.st).depth -= 1;
-            }
+        if nest && let Some(node) = self.pick_live() {
+            lock(&self.st).depth += 1;
+            self.transaction(node, 1);
+            lock(&self.st).depth -= 1;
         }
     }
 
@@ -1374,12 +1372,11 @@ impl Remote for SimRemote {
                 .unwrap_or_default();
             (primary, backups)
         };
-        if !w.options.skip_primary_check {
-            if let Some(locked) = self.locked_at(tx, region) {
-                if primary != Some(locked) {
-                    return Err(not_owner(region, step));
-                }
-            }
+        if !w.options.skip_primary_check
+            && let Some(locked) = self.locked_at(tx, region)
+            && primary != Some(locked)
+        {
+            return Err(not_owner(region, step));
         }
         let regions = {
             let mut a = lock(&self.attempts);

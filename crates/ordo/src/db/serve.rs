@@ -48,13 +48,12 @@ impl<C: Clock> Ordo<C> {
         out: &mut Vec<u64>,
     ) -> Result<ReadEntry, Error> {
         let s = self.shared();
-        if at.old_versions {
-            if let Some(&since) = lock(&s.serve.promoted).get(&addr.region()) {
-                if at.rts < since {
-                    // The backup copy this primary was promoted from kept no old versions.
-                    return Err(Error::SnapshotTooOld { ts: at.rts, gc_point: since });
-                }
-            }
+        if at.old_versions
+            && let Some(&since) = lock(&s.serve.promoted).get(&addr.region())
+            && at.rts < since
+        {
+            // The backup copy this primary was promoted from kept no old versions.
+            return Err(Error::SnapshotTooOld { ts: at.rts, gc_point: since });
         }
         let scratch = crate::txn::participant::LocalScratch::default();
         let owner = LocalParticipant::new(&s.heap, &s.versions, &scratch);

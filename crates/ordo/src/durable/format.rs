@@ -72,10 +72,10 @@ pub const PART_OVERHEAD_BYTES: usize = RECORD_HEADER_BYTES + ENTRY_HEADER_BYTES 
 
 // Records and entries keep the 8-byte alignment of everything after them; chunks start on a
 // page after the header page.
-const _: () = assert!(RECORD_HEADER_BYTES % 8 == 0);
-const _: () = assert!(ENTRY_HEADER_BYTES % 8 == 0);
-const _: () = assert!(SEGMENT_HEADER_BYTES % 4096 == 0);
-const _: () = assert!(PART_OVERHEAD_BYTES % 8 == 0);
+const _: () = assert!(RECORD_HEADER_BYTES.is_multiple_of(8));
+const _: () = assert!(ENTRY_HEADER_BYTES.is_multiple_of(8));
+const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(4096));
+const _: () = assert!(PART_OVERHEAD_BYTES.is_multiple_of(8));
 
 const MANIFEST_MAGIC: &[u8; 8] = b"ORDOMANI";
 const CHECKPOINT_MAGIC: &[u8; 8] = b"ORDOCKPT";
@@ -202,7 +202,7 @@ impl SegmentHeader {
             chunks: get_u32(b, 24),
             marked: mode == 2,
         };
-        if h.chunk_bytes < 4096 || h.chunk_bytes % 8 != 0 {
+        if h.chunk_bytes < 4096 || !h.chunk_bytes.is_multiple_of(8) {
             return Err(bad(12, "segment header has an impossible chunk size"));
         }
         if h.chunks == 0 {
@@ -409,7 +409,7 @@ impl RecordBuf {
     /// Seals the record (length and checksum) and returns its bytes.
     pub fn finish(&mut self) -> &[u8] {
         debug_assert!(self.buf.len() >= RECORD_HEADER_BYTES, "finish after begin");
-        debug_assert!(self.buf.len() % 8 == 0, "a record is whole words");
+        debug_assert!(self.buf.len().is_multiple_of(8), "a record is whole words");
         debug_assert!(self.buf.len() <= u32::MAX as usize, "a record's length fits its field");
         let len = self.buf.len() as u32;
         put_u32(&mut self.buf, 4, len);
@@ -580,7 +580,7 @@ pub fn view_record(b: &[u8]) -> Result<RecordView<'_>, NotRecord> {
         return Err(NotRecord::End);
     }
     let bad = |reason| Err(NotRecord::Bad { ts_field: ts, reason });
-    if len < RECORD_HEADER_BYTES || len % 8 != 0 || len > b.len() {
+    if len < RECORD_HEADER_BYTES || !len.is_multiple_of(8) || len > b.len() {
         return bad("impossible record length");
     }
     if crc32c::crc32c(&b[4..len]) != get_u32(b, 0) {
@@ -598,7 +598,7 @@ pub fn view_record(b: &[u8]) -> Result<RecordView<'_>, NotRecord> {
         }
         let elen = get_u32(b, at + 8) as usize;
         let start = at + ENTRY_HEADER_BYTES;
-        if elen % 8 != 0 || start + elen > len {
+        if !elen.is_multiple_of(8) || start + elen > len {
             return bad("entry past the record's end");
         }
         at = start + elen;

@@ -239,7 +239,7 @@ impl DurableConfig {
     }
 
     pub(crate) fn check(&self) -> Result<(), Error> {
-        if self.chunk_bytes < 4096 || self.chunk_bytes % 4096 != 0 {
+        if self.chunk_bytes < 4096 || !self.chunk_bytes.is_multiple_of(4096) {
             return Err(Error::Config(format!(
                 "durability chunk_bytes = {} is not a positive multiple of 4096",
                 self.chunk_bytes

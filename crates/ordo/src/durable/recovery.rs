@@ -627,7 +627,7 @@ fn valid_after_counting(b: &[u8]) -> (After, u64) {
         let len = get_u32(r, 4) as usize;
         if (len == 0 && get_u32(r, 0) == 0)
             || len < RECORD_HEADER_BYTES
-            || len % 8 != 0
+            || !len.is_multiple_of(8)
             || len > r.len()
         {
             continue; // `view_record` refuses it without a checksum

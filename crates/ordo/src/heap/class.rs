@@ -14,8 +14,8 @@ pub const OBJECT_BYTES_MAX: usize = 256 * 1024;
 /// Marks a slab header word that names a size class.
 pub(crate) const SLAB_MAGIC: u64 = 0x0D0_51AB << 32;
 
-const _: () = assert!(SLAB_BYTES % 4096 == 0);
-const _: () = assert!(SLAB_HEADER_BYTES % 8 == 0);
+const _: () = assert!(SLAB_BYTES.is_multiple_of(4096));
+const _: () = assert!(SLAB_HEADER_BYTES.is_multiple_of(8));
 const _: () = assert!((SLAB_BYTES - SLAB_HEADER_BYTES) / (OBJECT_BYTES_MAX + 16) >= 3);
 
 /// Payload capacities of the size classes, ascending.

@@ -38,7 +38,7 @@ impl RegionMemory {
     /// by its storage backend.
     pub(crate) fn new(mem: PrivateMemory) -> Self {
         let bytes = mem.len_bytes();
-        debug_assert!(bytes % 8 == 0);
+        debug_assert!(bytes.is_multiple_of(8));
         let words = mem.as_ptr().cast::<AtomicU64>();
         debug_assert!(words.is_aligned(), "private memory is page aligned");
         RegionMemory { mem, words, len_words: bytes / 8 }

@@ -64,7 +64,7 @@ impl Default for HeapConfig {
 
 impl HeapConfig {
     pub(crate) fn check(&self) -> Result<(), Error> {
-        if self.region_bytes == 0 || self.region_bytes % SLAB_BYTES != 0 {
+        if self.region_bytes == 0 || !self.region_bytes.is_multiple_of(SLAB_BYTES) {
             return Err(Error::Config(format!(
                 "region_bytes = {} is not a positive multiple of the slab size {SLAB_BYTES}",
                 self.region_bytes
@@ -616,10 +616,10 @@ impl Heap {
         let mut listed = lock(&self.fresh);
         fresh.append(&mut listed);
         *listed = fresh;
-        if let Some(home) = lock(&self.home).as_mut() {
-            if !home.contains(&id) {
-                home.push(id);
-            }
+        if let Some(home) = lock(&self.home).as_mut()
+            && !home.contains(&id)
+        {
+            home.push(id);
         }
         Ok(())
     }

@@ -49,10 +49,10 @@ const SLOT_CHILD_BIT: u64 = 1;
 
 const _: () = assert!(FANOUT_BITS * LEVELS_MAX <= 64);
 const _: () = assert!(NODE_BYTES == 512, "a node fills its size class exactly");
-const _: () = assert!(BUCKET_BYTES % 8 == 0);
+const _: () = assert!(BUCKET_BYTES.is_multiple_of(8));
 const _: () = assert!(ENTRY_AREA_BYTES <= u16::MAX as usize);
 const _: () = assert!(KEY_BYTES_MAX <= u16::MAX as usize);
-const _: () = assert!(INLINE_BYTES_MAX % 8 == 0);
+const _: () = assert!(INLINE_BYTES_MAX.is_multiple_of(8));
 // Every bucket holds at least four entries of any size, so splitting always makes progress
 // towards room for one more.
 const _: () = assert!(ENTRY_AREA_BYTES / (ENTRY_HEADER_BYTES + INLINE_BYTES_MAX) >= 4);
@@ -483,7 +483,7 @@ impl BucketBuf {
     /// Appends an encoded entry; the caller checked [`BucketBuf::room`].
     pub(super) fn append(&mut self, entry: &[u8]) {
         debug_assert!(entry.len() <= self.room());
-        debug_assert!(entry.len() % 8 == 0);
+        debug_assert!(entry.len().is_multiple_of(8));
         let at = BUCKET_HEADER_BYTES + self.header.used_bytes;
         self.bytes[at..at + entry.len()].copy_from_slice(entry);
         self.header.used_bytes += entry.len();

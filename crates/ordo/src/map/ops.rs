@@ -200,12 +200,12 @@ fn load_chain<C: Clock>(
     let mut addr = head;
     for _ in 0..CHAIN_BUCKETS_MAX {
         let buf = BucketBuf::parse(addr, tx.read_bytes(addr)?)?;
-        if let Some(key) = key {
-            if let Some((entry, old_value)) = find_in(tx, &buf, h, key)? {
-                buckets.push(buf);
-                let index = buckets.len() - 1;
-                return Ok(Chain { buckets, found: Some(Found { index, entry, old_value }) });
-            }
+        if let Some(key) = key
+            && let Some((entry, old_value)) = find_in(tx, &buf, h, key)?
+        {
+            buckets.push(buf);
+            let index = buckets.len() - 1;
+            return Ok(Chain { buckets, found: Some(Found { index, entry, old_value }) });
         }
         let next = buf.header().overflow;
         buckets.push(buf);
@@ -292,11 +292,12 @@ pub(super) fn insert<C: Clock>(
     let old = found.entry;
     // Same-sized record: only the record changes, so concurrent readers of the bucket (other
     // keys) do not conflict with this update.
-    if let Body::Record(record) = old.body {
-        if !is_inline(key.len(), value.len()) && value.len() == old.val_len {
-            tx.write_bytes(record, &pair(key, value))?;
-            return Ok(Some(found.old_value));
-        }
+    if let Body::Record(record) = old.body
+        && !is_inline(key.len(), value.len())
+        && value.len() == old.val_len
+    {
+        tx.write_bytes(record, &pair(key, value))?;
+        return Ok(Some(found.old_value));
     }
     let entry = make_entry(tx, loc.hash, key, value)?;
     let buf = chain

@@ -141,10 +141,11 @@ pub(crate) fn commit<C: Clock, S: Participants>(
 
     let validates = options.isolation.validates_reads() && !shortcuts.skip_validation;
     // Unsafe variant: validation overlapping the wait may miss a writer with wts' <= wts.
-    if validates && shortcuts.validate_before_wait {
-        if let Err(e) = validate(set, reads, writes) {
-            return Err(abort(set, writes, &mut held, e));
-        }
+    if validates
+        && shortcuts.validate_before_wait
+        && let Err(e) = validate(set, reads, writes)
+    {
+        return Err(abort(set, writes, &mut held, e));
     }
 
     // Durable logs: the marker must not pass a timestamp this commit may still log, so a lower
@@ -177,10 +178,11 @@ pub(crate) fn commit<C: Clock, S: Participants>(
         "write timestamp {wts:?} before read timestamp {rts:?}"
     );
 
-    if validates && !shortcuts.validate_before_wait {
-        if let Err(e) = validate(set, reads, writes) {
-            return Err(abort(set, writes, &mut held, e));
-        }
+    if validates
+        && !shortcuts.validate_before_wait
+        && let Err(e) = validate(set, reads, writes)
+    {
+        return Err(abort(set, writes, &mut held, e));
     }
 
     shortcuts.step(Step::Validated);

@@ -854,10 +854,11 @@ impl<'db, C: Clock> Tx<'db, C> {
                 Some(wts) => wts.as_nanos(),
                 None => reads.entries().iter().map(|r| r.header.ts().as_nanos()).max().unwrap_or(0),
             };
-            if options.wait_durable && !log.shortcuts.skip_marker_wait {
-                if let Err(e) = log.wait_durable(Some(slot_index), ts) {
-                    outcome = Err(e.into());
-                }
+            if options.wait_durable
+                && !log.shortcuts.skip_marker_wait
+                && let Err(e) = log.wait_durable(Some(slot_index), ts)
+            {
+                outcome = Err(e.into());
             }
         }
         let slot = shared.slot(w.slot);

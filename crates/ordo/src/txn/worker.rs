@@ -127,10 +127,10 @@ pub(crate) fn put_cached(worker: Box<Worker>) {
     let _ = WORKERS.try_with(|w| {
         let mut w = w.borrow_mut();
         w.retain(|x| x.home.strong_count() > 0);
-        if let Some(worker) = worker.take() {
-            if !w.iter().any(|x| x.db_id == worker.db_id) {
-                w.push(worker);
-            }
+        if let Some(worker) = worker.take()
+            && !w.iter().any(|x| x.db_id == worker.db_id)
+        {
+            w.push(worker);
         }
     });
     // A worker not cached (nested transaction, or the thread is exiting) is dropped here and

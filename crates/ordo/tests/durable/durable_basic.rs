@@ -32,7 +32,7 @@ fn expected(i: usize) -> Option<u64> {
     if i % 5 == 1 {
         return None;
     }
-    Some(i as u64 * 10 + u64::from(i % 3 == 0))
+    Some(i as u64 * 10 + u64::from(i.is_multiple_of(3)))
 }
 
 fn check(db: &Db, addrs: &[Addr]) {

@@ -141,11 +141,11 @@ fn run(
                 while !done.load(Ordering::Relaxed) {
                     n += 1;
                     let direction =
-                        if n % 2 == 0 { Direction::Forward } else { Direction::Backward };
+                        if n.is_multiple_of(2) { Direction::Forward } else { Direction::Backward };
                     let mut tx = db.begin().unwrap();
                     let mut seen = Vec::new();
                     // Every third scan covers the whole tree, the others the pair keys only.
-                    let (lo, hi): (Bound<&[u8]>, Bound<&[u8]>) = if n % 3 == 0 {
+                    let (lo, hi): (Bound<&[u8]>, Bound<&[u8]>) = if n.is_multiple_of(3) {
                         (Bound::Unbounded, Bound::Unbounded)
                     } else {
                         (Bound::Included(b"p/"), Bound::Excluded(b"p0"))

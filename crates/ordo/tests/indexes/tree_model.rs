@@ -69,7 +69,7 @@ fn run_model(
                 }
             }
             // Scans inside the writing transaction see its own writes.
-            if round % 7 == 0 {
+            if round.is_multiple_of(7) {
                 seen.ranges +=
                     check_random_range(&mut tx, tree, &pending, &pool, &mut rng).unwrap();
             }
@@ -85,7 +85,7 @@ fn run_model(
                 assert_eq!(stats.depth, 1, "an empty tree collapses to a leaf root");
             }
             // Aborted and dropped attempts must leave no trace: compare everything after them.
-            if end != End::Commit || round % 10 == 0 || model.is_empty() {
+            if end != End::Commit || round.is_multiple_of(10) || model.is_empty() {
                 db.run(|tx| assert_same(tx, tree, &model)).unwrap();
             }
             let mut tx = db.begin().unwrap();

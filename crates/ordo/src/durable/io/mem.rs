@@ -134,10 +134,10 @@ impl Pages {
             let first_gone = len_bytes.div_ceil(PAGE_BYTES as u64);
             drop(self.pages.split_off(&first_gone));
             let in_page = (len_bytes % PAGE_BYTES as u64) as usize;
-            if in_page != 0 {
-                if let Some(p) = self.pages.get_mut(&(len_bytes / PAGE_BYTES as u64)) {
-                    p[in_page..].fill(0);
-                }
+            if in_page != 0
+                && let Some(p) = self.pages.get_mut(&(len_bytes / PAGE_BYTES as u64))
+            {
+                p[in_page..].fill(0);
             }
         }
         self.len_bytes = len_bytes;

@@ -173,10 +173,10 @@ impl Log {
             }
             let current = st.at.as_ref().map(|(seg, chunk)| (seg.header.seq, *chunk));
             let here = touched.iter().filter(|t| Some((t.seq, t.chunk)) != current).count();
-            if !st.fits(marker_len(here), self.chunk_bytes) {
-                if let Err(e) = self.next_stream_chunk(&mut st) {
-                    return self.poison(e);
-                }
+            if !st.fits(marker_len(here), self.chunk_bytes)
+                && let Err(e) = self.next_stream_chunk(&mut st)
+            {
+                return self.poison(e);
             }
             let current = st.at.as_ref().map(|(seg, chunk)| (seg.header.seq, *chunk));
             let mut m = std::mem::take(&mut st.marker);

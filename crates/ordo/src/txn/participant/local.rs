@@ -249,18 +249,18 @@ impl Participant for LocalParticipant<'_> {
                     // Multi-version: keep the replaced head for older readers. A slot that never
                     // held a version has nothing to keep. Exhausted memory truncates the history
                     // (FaRMv2 §5.3 "truncate"): older readers of this object will abort.
-                    if let Some((arena, cursor)) = self.arena() {
-                        if previous.raw() != 0 {
-                            match arena.copy_head(cursor, obj, previous) {
-                                Ok(ovp) => {
-                                    if let Some(h) = held.last_mut() {
-                                        h.ovp = ovp;
-                                    }
+                    if let Some((arena, cursor)) = self.arena()
+                        && previous.raw() != 0
+                    {
+                        match arena.copy_head(cursor, obj, previous) {
+                            Ok(ovp) => {
+                                if let Some(h) = held.last_mut() {
+                                    h.ovp = ovp;
                                 }
-                                Err(()) => {
-                                    failure = Some(Abort::VersionMemory { addr: e.addr });
-                                    break;
-                                }
+                            }
+                            Err(()) => {
+                                failure = Some(Abort::VersionMemory { addr: e.addr });
+                                break;
                             }
                         }
                     }
@@ -338,10 +338,10 @@ impl Participant for LocalParticipant<'_> {
         debug_assert_eq!(locks.held.len(), part.len(), "a token for another part");
         for (e, h) in part.entries().iter().zip(&locks.held) {
             let obj = self.heap.object(e.addr).expect("locked objects have valid addresses");
-            if h.ovp != 0 {
-                if let Some((arena, _)) = self.arena() {
-                    arena.note_commit(h.ovp, wts);
-                }
+            if h.ovp != 0
+                && let Some((arena, _)) = self.arena()
+            {
+                arena.note_commit(h.ovp, wts);
             }
             let data = part.data(e);
             match e.kind {
@@ -408,10 +408,8 @@ pub(crate) fn redo_record(
 ) {
     for e in part.entries() {
         let allocated = e.kind != WriteKind::Free;
-        if allocated {
-            if let Some((slab, word)) = slab_word(e) {
-                rec.entry_words(slab.to_raw(), [word]);
-            }
+        if allocated && let Some((slab, word)) = slab_word(e) {
+            rec.entry_words(slab.to_raw(), [word]);
         }
         let w0 = Header::version(wts, allocated).raw();
         let w1 = (e.len_bytes as u64) << LEN_SHIFT;
