@@ -906,10 +906,10 @@ impl<C: Clock> Section<'_, C> {
             let wc = other.write_clock.load(Ordering::Acquire);
             if wc == WC_BLOCK {
                 #[cfg(feature = "shortcuts")]
-                if spins == 0 {
-                    if let Some(hook) = rlu.options.shortcuts.hook {
-                        hook(super::RluStep::ReaderBlocked);
-                    }
+                if spins == 0
+                    && let Some(hook) = rlu.options.shortcuts.hook
+                {
+                    hook(super::RluStep::ReaderBlocked);
                 }
                 backoff(&mut spins);
                 continue;
