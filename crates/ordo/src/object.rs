@@ -48,6 +48,11 @@ pub(crate) const ALLOC_BIT: u64 = 1 << 62;
 pub(crate) const TS_MASK: u64 = ALLOC_BIT - 1;
 /// Words of header in front of every payload.
 pub const HEADER_WORDS: usize = 2;
+
+/// How many of a payload's bytes are in use, given its first word (little-endian bytes 0..8):
+/// for reads that may skip an unused tail ([`ObjectRef::read_used`]). Answers past the payload
+/// are capped; the answer for a torn word is discarded by the seqlock check.
+pub type UsedBytes = fn(u64) -> usize;
 pub(crate) const LEN_SHIFT: u32 = 40;
 const OVP_MASK: u64 = (1 << LEN_SHIFT) - 1;
 /// The largest payload length word 1 can describe.

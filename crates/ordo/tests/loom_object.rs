@@ -52,6 +52,38 @@ fn read_never_sees_a_torn_version() {
     });
 }
 
+/// `read_used` racing a writer that changes how much of the payload is in use (word 0 says
+/// how many bytes): the prefix it copies is all of one version, whichever it reports.
+#[test]
+fn read_used_never_mixes_versions() {
+    loom::model(|| {
+        let s = slot(3);
+        let o = ObjectRef::new(&s);
+        o.try_lock(Expect::Free).unwrap();
+        o.install(ts(1), true, 24, 0, &[8, 11, 12]);
+
+        let writer = {
+            let s = s.clone();
+            thread::spawn(move || {
+                let o = ObjectRef::new(&s);
+                o.try_lock(Expect::Version(ts(1))).unwrap();
+                o.install(ts(2), true, 24, 0, &[24, 21, 22]);
+            })
+        };
+        let mut out = Vec::new();
+        match o.read_used(&mut out, true, |w| w as usize) {
+            Ok(snap) if snap.header.ts() == ts(1) => assert_eq!(out, vec![8]),
+            Ok(snap) => {
+                assert_eq!(snap.header.ts(), ts(2));
+                assert_eq!(out, vec![24, 21, 22]);
+            }
+            Err(ReadFail::Locked) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        writer.join().unwrap();
+    });
+}
+
 /// Two writers expecting the same version: exactly one locks; validation of the old version
 /// fails once the winner installed.
 #[test]

@@ -5,7 +5,7 @@
 use ordo_clock::Timestamp;
 
 use super::copy;
-use super::{Expect, HEADER_WORDS, Header, LEN_SHIFT, LOCK_BIT, OVP_MASK, split_word1};
+use super::{Expect, HEADER_WORDS, Header, LEN_SHIFT, LOCK_BIT, OVP_MASK, UsedBytes, split_word1};
 use crate::sync::{AtomicU64, Ordering, fence};
 
 /// What a consistent read of an object saw.
@@ -81,6 +81,29 @@ impl<'a> ObjectRef<'a> {
     pub fn read(self, out: &mut Vec<u64>, check_lock: bool) -> Result<Snapshot, ReadFail> {
         self.read_view(check_lock, |payload, _len_bytes| copy::load_words(payload, out))
             .map(|(snap, ())| snap)
+    }
+
+    /// [`ObjectRef::read`] of only the payload's first `used(word)` bytes, where `word` is
+    /// payload word 0 (zero for an empty payload): a node that says how much of it is in use
+    /// (a tree node's data end) is read without its unused tail. `out` gets the words covering
+    /// those bytes, capped at the payload; the snapshot's length is still the whole payload's.
+    ///
+    /// `used` runs inside the seqlock check, so it may see a torn word: whatever it answers is
+    /// capped and the copy discarded unless the header is unchanged after it.
+    #[inline(always)]
+    pub fn read_used(
+        self,
+        out: &mut Vec<u64>,
+        check_lock: bool,
+        used: UsedBytes,
+    ) -> Result<Snapshot, ReadFail> {
+        self.read_view(check_lock, |payload, _len_bytes| {
+            // Relaxed: ordered by the seqlock fences of read_view, as the copy itself.
+            let first = payload.first().map_or(0, |w| w.load(Ordering::Relaxed));
+            let words = used(first).div_ceil(8).min(payload.len());
+            copy::load_words(&payload[..words], out)
+        })
+        .map(|(snap, ())| snap)
     }
 
     /// Runs `f` on the head version's payload words (exactly `ceil(len / 8)` of them, and the
@@ -276,5 +299,34 @@ mod tests {
         assert_eq!(o.try_lock(Expect::NotAfter(Timestamp::from_nanos(9))), Err(LockFail::Locked));
         o.unlock(h);
         assert!(o.validate(snap.header));
+    }
+
+    /// `read_used` copies the words covering the bytes its function names from word 0, capped
+    /// at the payload, and reports the whole length.
+    #[test]
+    fn read_used_copies_the_used_prefix() {
+        let s = slot(HEADER_WORDS + 4);
+        let o = ObjectRef::new(&s);
+        o.try_lock(Expect::Free).unwrap();
+        o.install(Timestamp::from_nanos(5), true, 30, 0, &[9, 2, 3, 4]);
+        let mut out = vec![7; 10];
+        // Word 0 is 9: bytes 0..9 are two words.
+        let snap = o.read_used(&mut out, true, |w| w as usize).unwrap();
+        assert_eq!((snap.len_bytes, &out[..]), (30, &[9, 2][..]));
+        assert_eq!(o.read_used(&mut out, true, |_| 0).unwrap().len_bytes, 30);
+        assert!(out.is_empty());
+        o.read_used(&mut out, true, |_| usize::MAX).unwrap();
+        assert_eq!(out, vec![9, 2, 3, 4], "capped at the payload's words");
+        // The head as `read` sees it.
+        let h = o.try_lock(Expect::Version(Timestamp::from_nanos(5))).unwrap();
+        assert_eq!(o.read_used(&mut out, true, |_| 8), Err(ReadFail::Locked));
+        o.unlock(h);
+
+        let empty = slot(HEADER_WORDS);
+        let o = ObjectRef::new(&empty);
+        o.try_lock(Expect::Free).unwrap();
+        o.install(Timestamp::from_nanos(6), true, 0, 0, &[]);
+        let snap = o.read_used(&mut out, true, |w| usize::try_from(w).unwrap() + 100).unwrap();
+        assert_eq!((snap.len_bytes, out.len()), (0, 0));
     }
 }

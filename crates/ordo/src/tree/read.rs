@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::txn::Tx;
 use crate::txn::memo::key_hash;
 
-use super::layout::{Geometry, LEVELS_MAX, NodeView, Value, corrupt};
+use super::layout::{Geometry, LEVELS_MAX, NodeView, Value, corrupt, used_bytes};
 use super::{Direction, KEY_BYTES_MAX};
 
 /// Refuses a key longer than `max` bytes.
@@ -40,19 +40,21 @@ pub(super) fn check_level(view: &NodeView<'_>, expect: Option<u8>) -> Result<(),
     }
 }
 
-/// Parses the node at `addr` from its bytes `b` — the root's geometry comes from its length
-/// when `geo` is not known yet — and checks it sits at level `expect`.
+/// Parses the node at `addr`, an object of `len_bytes`, from its first bytes `b` (at least up
+/// to its data end: [`Tx::read_used_with`] with [`used_bytes`]) — the root's geometry comes
+/// from its length when `geo` is not known yet — and checks it sits at level `expect`.
 pub(super) fn parse_node(
     addr: Addr,
     b: &[u8],
+    len_bytes: usize,
     geo: Option<Geometry>,
     expect: Option<u8>,
 ) -> Result<(Geometry, NodeView<'_>), Error> {
     let g = match geo {
         Some(g) => g,
-        None => Geometry::for_root(addr, b.len())?,
+        None => Geometry::for_root(addr, len_bytes)?,
     };
-    let view = NodeView::parse(addr, b, g.node_bytes)?;
+    let view = NodeView::parse_used(addr, b, len_bytes, g.node_bytes)?;
     check_level(&view, expect)?;
     Ok((g, view))
 }
@@ -106,10 +108,10 @@ pub(super) fn get_with<C: Clock, R>(
     if let Some(leaf) = tx.memo().get(root, hash) {
         // This attempt found the key in `leaf` before: if the leaf still holds it, it is the
         // key's home (`crate::txn::memo`), and the descent is skipped.
-        let step = tx.read_with(leaf, |b| {
+        let step = tx.read_used_with(leaf, used_bytes, |b, len| {
             // Every node has the root's size.
-            let g = Geometry::for_root(root, b.len())?;
-            let view = NodeView::parse(leaf, b, g.node_bytes)?;
+            let g = Geometry::for_root(root, len)?;
+            let view = NodeView::parse_used(leaf, b, len, g.node_bytes)?;
             Ok::<_, Error>(match view.is_leaf() {
                 true => leaf_step(&view, key, &mut f)?,
                 false => Step::Miss,
@@ -129,13 +131,13 @@ pub(super) fn get_with<C: Clock, R>(
     let mut geo: Option<Geometry> = None;
     let mut expect: Option<u8> = None;
     for _ in 0..LEVELS_MAX {
-        let (g, step) = tx.read_with(addr, |b| {
+        let (g, step) = tx.read_used_with(addr, used_bytes, |b, len| {
             let g = match geo {
                 Some(g) => g,
-                None => Geometry::for_root(addr, b.len())?,
+                None => Geometry::for_root(addr, len)?,
             };
             check_key(key, g.key_max)?;
-            let view = NodeView::parse(addr, b, g.node_bytes)?;
+            let view = NodeView::parse_used(addr, b, len, g.node_bytes)?;
             check_level(&view, expect)?;
             if !view.is_leaf() {
                 let child = view.child(view.route(key)?)?;
@@ -205,8 +207,8 @@ fn descend_to_leaf<C: Clock>(
     let mut geo: Option<Geometry> = None;
     let mut expect: Option<u8> = None;
     for _ in 0..LEVELS_MAX {
-        let (g, child) = tx.read_with(addr, |b| {
-            let (g, view) = parse_node(addr, b, geo, expect)?;
+        let (g, child) = tx.read_used_with(addr, used_bytes, |b, len| {
+            let (g, view) = parse_node(addr, b, len, geo, expect)?;
             if view.is_leaf() {
                 return Ok::<_, Error>((g, None));
             }
@@ -290,8 +292,11 @@ pub(super) fn range<C: Clock>(
     let mut visited = 0usize;
     loop {
         buf.clear();
-        tx.read_with(leaf, |b| buf.extend_from_slice(b))?;
-        let view = NodeView::parse(leaf, &buf, geo.node_bytes)?;
+        let len = tx.read_used_with(leaf, used_bytes, |b, len| {
+            buf.extend_from_slice(b);
+            len
+        })?;
+        let view = NodeView::parse_used(leaf, &buf, len, geo.node_bytes)?;
         if !view.is_leaf() {
             return Err(corrupt(leaf, "a leaf link names an internal node"));
         }

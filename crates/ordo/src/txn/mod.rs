@@ -79,6 +79,7 @@ pub use view::View;
 
 use crate::addr::Addr;
 use crate::error::{Abort, Error};
+use crate::object::UsedBytes;
 
 use engine::Engine;
 use participant::{Participant, Participants, ReadAt};
@@ -319,9 +320,37 @@ impl<'db, C: Clock> Tx<'db, C> {
     }
 
     /// [`Tx::with_bytes`] on payload words and the length in bytes.
+    #[inline(always)]
     fn with_words<R>(
         &mut self,
         addr: Addr,
+        f: impl FnOnce(&[u64], usize) -> R,
+    ) -> Result<R, Error> {
+        self.with_words_used(addr, None, f)
+    }
+
+    /// Reads `addr` as [`Tx::read_with`] does, but a version read from the heap may come with
+    /// only its first `used(word 0)` bytes ([`crate::object::ObjectRef::read_used`]): `f` gets
+    /// the bytes read (all of them from the write set or an old version) and the object's
+    /// length. For objects that say how much of them is in use, such as the tree's nodes.
+    pub(crate) fn read_used_with<R>(
+        &mut self,
+        addr: Addr,
+        used: UsedBytes,
+        f: impl FnOnce(&[u8], usize) -> R,
+    ) -> Result<R, Error> {
+        self.with_words_used(addr, Some(used), |words, len_bytes| {
+            f(words_as_bytes(words, len_bytes.min(words.len() * 8)), len_bytes)
+        })
+    }
+
+    /// [`Tx::with_words`], reading only the bytes `used` says are in use when it is given; the
+    /// words `f` gets may then stop short of the length.
+    #[inline(always)]
+    fn with_words_used<R>(
+        &mut self,
+        addr: Addr,
+        used: Option<UsedBytes>,
         f: impl FnOnce(&[u64], usize) -> R,
     ) -> Result<R, Error> {
         self.check_live()?;
@@ -334,7 +363,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             }
             return Ok(f(w.writes.data(&e), e.len_bytes));
         }
-        let entry = self.read_through_owner(addr, at)?;
+        let entry = self.read_through_owner(addr, at, used)?;
         self.record_read(entry)?;
         Ok(f(&self.w().scratch, entry.len_bytes as usize))
     }
@@ -342,14 +371,23 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// Reads `addr` at `at` through its owner into the worker's scratch buffer; a failure goes
     /// through [`Tx::read_failed`]. Always inlined: it is the read path.
     #[inline(always)]
-    fn read_through_owner(&mut self, addr: Addr, mut at: ReadAt) -> Result<ReadEntry, Error> {
+    fn read_through_owner(
+        &mut self,
+        addr: Addr,
+        mut at: ReadAt,
+        used: Option<UsedBytes>,
+    ) -> Result<ReadEntry, Error> {
         let mut waits = 0;
         loop {
             let shared = self.shared;
             let w = self.worker.as_mut().expect("a live transaction holds its worker");
-            let read = with_participants!(shared, &w.local, w.slot, 0, |set| set
-                .owner_of(addr)
-                .read(addr, at, &mut w.scratch));
+            let read = with_participants!(shared, &w.local, w.slot, 0, |set| {
+                let owner = set.owner_of(addr);
+                match used {
+                    None => owner.read(addr, at, &mut w.scratch),
+                    Some(used) => owner.read_used(addr, at, &mut w.scratch, used),
+                }
+            });
             match read {
                 Ok(entry) => return Ok(entry),
                 Err(Error::Aborted(Abort::TooNew { .. })) if self.extend()? => at = self.read_at(),
@@ -660,7 +698,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             }
             None => {
                 let at = self.read_at();
-                let entry = self.read_through_owner(addr, at)?;
+                let entry = self.read_through_owner(addr, at, None)?;
                 self.record_read(entry)?;
                 let rts = self.rts;
                 let len_bytes = entry.len_bytes as usize;
@@ -685,7 +723,7 @@ impl<'db, C: Clock> Tx<'db, C> {
     fn peek_len(&mut self, addr: Addr) -> Result<usize, Error> {
         // The head only: a blind write's lock requires a head at or below `rts`.
         let at = ReadAt { rts: self.rts, check_lock: false, old_versions: false };
-        let entry = self.read_through_owner(addr, at)?;
+        let entry = self.read_through_owner(addr, at, None)?;
         if !entry.header.is_allocated() {
             return Err(Error::NotAllocated { addr });
         }

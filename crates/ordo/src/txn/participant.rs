@@ -63,6 +63,7 @@ use super::set::{ReadEntry, WritePart, WriteSet};
 use super::view::View;
 use crate::addr::Addr;
 use crate::error::Error;
+use crate::object::UsedBytes;
 
 /// One owner of regions in a participant set, as numbered by the set's routing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,6 +98,20 @@ pub trait Participant {
     /// returns it as the read-set entry to record. A locked head (with `at.check_lock`), or no
     /// version old enough, is an abort.
     fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error>;
+
+    /// [`Participant::read`] that may copy only the first `used(word 0)` bytes of the head
+    /// version into `out` ([`crate::object::ObjectRef::read_used`]); the entry's length is
+    /// still the object's. By default, and for old versions, the whole version is copied.
+    #[inline]
+    fn read_used(
+        &self,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+        _used: UsedBytes,
+    ) -> Result<ReadEntry, Error> {
+        self.read(addr, at, out)
+    }
 
     /// [`Participant::read`], giving `f` a view of the version. `f` may run more than once, on
     /// torn data whose result is discarded, so it must only read. By default the version is

@@ -12,6 +12,7 @@ use ordo_clock::Timestamp;
 use super::{LocalLocks, LocalParticipant, Owner, Participant, Participants, ReadAt, Remote};
 use crate::addr::Addr;
 use crate::error::Error;
+use crate::object::UsedBytes;
 use crate::txn::set::{ReadEntry, WriteKind, WritePart, WriteSet};
 use crate::txn::view::View;
 
@@ -65,6 +66,20 @@ impl Participant for ClusterParticipant<'_> {
     fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error> {
         match self {
             Self::Local { local, .. } => local.read(addr, at, out),
+            Self::Remote { remote, .. } => remote.read(addr, at, out),
+        }
+    }
+
+    #[inline]
+    fn read_used(
+        &self,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+        used: UsedBytes,
+    ) -> Result<ReadEntry, Error> {
+        match self {
+            Self::Local { local, .. } => local.read_used(addr, at, out, used),
             Self::Remote { remote, .. } => remote.read(addr, at, out),
         }
     }

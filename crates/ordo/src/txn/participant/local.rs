@@ -16,7 +16,7 @@ use crate::durable::log::Log;
 use crate::error::{Abort, Error};
 use crate::heap::Heap;
 use crate::mvcc::{Cursor, Recycled, VersionArena};
-use crate::object::{Header, LEN_SHIFT, LockFail, ReadFail};
+use crate::object::{Header, LEN_SHIFT, LockFail, ReadFail, UsedBytes};
 use crate::txn::set::{ReadEntry, WriteKind, WritePart, WriteSet};
 use crate::txn::view::View;
 
@@ -98,8 +98,14 @@ impl<'h> LocalParticipant<'h> {
         addr: Addr,
         at: ReadAt,
         out: &mut Vec<u64>,
+        used: Option<UsedBytes>,
     ) -> Result<ReadEntry, Error> {
-        let head = match heap.object(addr)?.read(out, at.check_lock) {
+        let obj = heap.object(addr)?;
+        let head = match used {
+            None => obj.read(out, at.check_lock),
+            Some(used) => obj.read_used(out, at.check_lock, used),
+        };
+        let head = match head {
             Ok(s) => s,
             Err(ReadFail::Locked) => return Err(Abort::ReadLocked { addr }.into()),
             Err(ReadFail::BadLength { len_bytes }) => {
@@ -152,7 +158,7 @@ impl<'h> LocalParticipant<'h> {
         out: &mut Vec<u64>,
         mut f: impl FnMut(View<'_>) -> R,
     ) -> Result<(ReadEntry, R), Error> {
-        let entry = Self::read_in(heap, versions, addr, at, out)?;
+        let entry = Self::read_in(heap, versions, addr, at, out, None)?;
         let r = f(View::owned(out, entry.len_bytes as usize));
         Ok((entry, r))
     }
@@ -183,7 +189,19 @@ impl Participant for LocalParticipant<'_> {
     // instructions per YCSB ro2 transaction).
     #[inline(always)]
     fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error> {
-        Self::read_in(self.heap, self.versions, addr, at, out)
+        Self::read_in(self.heap, self.versions, addr, at, out, None)
+    }
+
+    // Always inlined, as `read`.
+    #[inline(always)]
+    fn read_used(
+        &self,
+        addr: Addr,
+        at: ReadAt,
+        out: &mut Vec<u64>,
+        used: UsedBytes,
+    ) -> Result<ReadEntry, Error> {
+        Self::read_in(self.heap, self.versions, addr, at, out, Some(used))
     }
 
     /// Views the head in place when it is old enough (one cache line for one field of a large
