@@ -1,14 +1,15 @@
 //! Reads: point lookups and range scans in either direction. Neither writes anything, so in a
 //! read-only transaction they are a consistent snapshot at the read timestamp and never validate.
 //!
-//! A lookup reads one node per level in place (`Tx::read_with`, no copy out) and, for a value
-//! stored out of line, its value object — or only the leaf, when this attempt found the key there
-//! before (the memo, see the essay of [`super`]). A scan descends once to its starting leaf — reading
-//! internal nodes only, down to the parent of that leaf — and then follows the leaf links
-//! (`next` forward, `prev` backward). The walk along the links is the only loop in the tree
-//! whose length the level limit does not bound, so it checks that keys strictly advance from
-//! leaf to leaf: a cycle of links, which only corruption can produce, ends in
-//! [`Error::CorruptTree`] instead of looping.
+//! A lookup reads one node per level into the read buffer, only up to the node's data end
+//! (`Tx::read_used_with` with [`used_bytes`]: the zeros after it are never searched), and, for
+//! a value stored out of line, its value object — or only the leaf, when this attempt found the
+//! key there before (the memo, see the essay of [`super`]). A scan descends once to its
+//! starting leaf — reading internal nodes only, down to the parent of that leaf — and then
+//! follows the leaf links (`next` forward, `prev` backward). The walk along the links is the
+//! only loop in the tree whose length the level limit does not bound, so it checks that keys
+//! strictly advance from leaf to leaf: a cycle of links, which only corruption can produce,
+//! ends in [`Error::CorruptTree`] instead of looping.
 
 use std::ops::{Bound, ControlFlow};
 
