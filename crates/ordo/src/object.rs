@@ -50,7 +50,7 @@ pub(crate) const TS_MASK: u64 = ALLOC_BIT - 1;
 pub const HEADER_WORDS: usize = 2;
 
 /// How many of a payload's bytes are in use, given its first word (little-endian bytes 0..8):
-/// for reads that may skip an unused tail ([`ObjectRef::read_used`]). Answers past the payload
+/// for reads that may skip an unused tail (`ObjectRef::read_used`). Answers past the payload
 /// are capped; the answer for a torn word is discarded by the seqlock check.
 pub type UsedBytes = fn(u64) -> usize;
 pub(crate) const LEN_SHIFT: u32 = 40;

@@ -100,7 +100,7 @@ pub trait Participant {
     fn read(&self, addr: Addr, at: ReadAt, out: &mut Vec<u64>) -> Result<ReadEntry, Error>;
 
     /// [`Participant::read`] that may copy only the first `used(word 0)` bytes of the head
-    /// version into `out` ([`crate::object::ObjectRef::read_used`]); the entry's length is
+    /// version into `out` (`ObjectRef::read_used`); the entry's length is
     /// still the object's. By default, and for old versions, the whole version is copied.
     #[inline]
     fn read_used(
