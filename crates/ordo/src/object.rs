@@ -53,6 +53,7 @@ pub const HEADER_WORDS: usize = 2;
 /// for reads that may skip an unused tail (`ObjectRef::read_used`). Answers past the payload
 /// are capped; the answer for a torn word is discarded by the seqlock check.
 pub type UsedBytes = fn(u64) -> usize;
+
 pub(crate) const LEN_SHIFT: u32 = 40;
 const OVP_MASK: u64 = (1 << LEN_SHIFT) - 1;
 /// The largest payload length word 1 can describe.

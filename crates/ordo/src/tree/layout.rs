@@ -251,7 +251,6 @@ pub(super) struct Header {
     pub(super) link1: Addr,
 }
 
-/// A checked view of a node's bytes; entries are decoded on access.
 /// How many bytes of a node a read needs, from its first word ([`crate::object::UsedBytes`]):
 /// up to the data end (bytes 6..8), and the whole header however small that says it is, so
 /// that a node that is not one fails to parse as it would when read whole. The rest of a
@@ -267,6 +266,7 @@ pub(super) fn used_bytes(word0: u64) -> usize {
 /// The granularity of [`used_bytes`].
 const USED_BLOCK_BYTES: usize = 64;
 
+/// A checked view of a node's bytes; entries are decoded on access.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct NodeView<'b> {
     pub(super) addr: Addr,

@@ -98,8 +98,7 @@ fn check_value(value: &[u8]) -> Result<(), Error> {
 
 /// Reads the path from the root to `key`'s leaf: routes through each internal node in the read
 /// buffer (read up to its data end, `Tx::read_used_with`, no copy kept) and copies the leaf
-/// ([`read_leaf_bytes`]). Returns the geometry, the
-/// internal nodes (root first) and the leaf.
+/// ([`read_leaf_bytes`]). Returns the geometry, the internal nodes (root first) and the leaf.
 fn descend<C: Clock>(
     tx: &mut Tx<'_, C>,
     root: Addr,

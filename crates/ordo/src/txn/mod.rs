@@ -320,7 +320,6 @@ impl<'db, C: Clock> Tx<'db, C> {
     }
 
     /// [`Tx::with_bytes`] on payload words and the length in bytes.
-    #[inline(always)]
     fn with_words<R>(
         &mut self,
         addr: Addr,
