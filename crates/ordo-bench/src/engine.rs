@@ -30,7 +30,7 @@ use crate::driver::RunStats;
 use crate::error::BenchError;
 use crate::harness::Loaded;
 
-/// How benchmark databases are made durable.
+/// How benchmark databases are made durable, and which pages an in-memory heap asks for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Durability {
     /// `None` keeps the database in memory.
@@ -38,6 +38,8 @@ pub struct Durability {
     /// Where each database gets its fresh directory; `None` is the system temporary
     /// directory (`$TMPDIR`, else `/tmp`).
     pub base_dir: Option<PathBuf>,
+    /// Sets [`ordo::heap::HeapConfig::huge_pages`]; `None` leaves the engine's default.
+    pub huge_pages: Option<bool>,
 }
 
 /// Bytes per log chunk of benchmark databases. Loaders write big transactions (TPC-C creates
@@ -62,7 +64,7 @@ impl Durability {
 
     /// Durable with `mode` under the system temporary directory.
     pub fn with_mode(mode: Mode) -> Self {
-        Durability { mode: Some(mode), base_dir: None }
+        Durability { mode: Some(mode), ..Durability::default() }
     }
 
     /// `none`, `process` or `sync`.
@@ -116,9 +118,12 @@ impl Durability {
     /// defaults.
     pub fn config(
         &self,
-        base: Config,
+        mut base: Config,
         name: &str,
     ) -> Result<(Config, Option<ScratchDir>), BenchError> {
+        if let Some(huge_pages) = self.huge_pages {
+            base.heap.huge_pages = huge_pages;
+        }
         match (self.mode, self.scratch(name)?) {
             (Some(mode), Some(dir)) => {
                 let durability = Some(DurableConfig {
@@ -138,10 +143,14 @@ impl Durability {
     }
 
     /// Records the durability in a workload's JSON configuration (an object): the mode under
-    /// `durability`, and the base directory under `durability_dir` when durable.
+    /// `durability`, the base directory under `durability_dir` when durable, and
+    /// `huge_pages` when set.
     pub fn record_in(&self, config: &mut serde_json::Value) {
         if let Some(object) = config.as_object_mut() {
             object.insert("durability".into(), self.json());
+            if let Some(huge_pages) = self.huge_pages {
+                object.insert("huge_pages".into(), serde_json::Value::from(huge_pages));
+            }
             if self.mode.is_some() {
                 object.insert(
                     "durability_dir".into(),
@@ -255,7 +264,7 @@ mod tests {
 
     #[test]
     fn in_memory_needs_no_directory() {
-        let d = Durability { mode: None, base_dir: Some("/nonexistent/ordo".into()) };
+        let d = Durability { base_dir: Some("/nonexistent/ordo".into()), ..Durability::default() };
         assert!(d.check().is_ok());
         let (config, dir) = d.config(Config::default(), "t").unwrap();
         assert!(config.durability.is_none());
@@ -263,15 +272,32 @@ mod tests {
     }
 
     #[test]
+    fn huge_pages_reach_the_heap_config_only_when_set() {
+        let engine_default = Config::default().heap.huge_pages;
+        let (config, _) = Durability::none().config(Config::default(), "t").unwrap();
+        assert_eq!(config.heap.huge_pages, engine_default);
+        for set in [false, true] {
+            let d = Durability { huge_pages: Some(set), ..Durability::default() };
+            let (config, _) = d.config(Config::default(), "t").unwrap();
+            assert_eq!(config.heap.huge_pages, set);
+            let mut json = serde_json::json!({});
+            d.record_in(&mut json);
+            assert_eq!(json["huge_pages"], serde_json::Value::from(set));
+        }
+    }
+
+    #[test]
     fn a_missing_or_non_directory_base_is_refused() {
         let missing = Durability {
             mode: Some(Mode::Sync),
             base_dir: Some("/nonexistent/ordo-bench-base".into()),
+            huge_pages: None,
         };
         assert!(matches!(missing.check(), Err(BenchError::DurabilityDir { .. })));
         let file = std::env::temp_dir().join(format!("ordo-engine-file-{}", std::process::id()));
         std::fs::write(&file, b"x").unwrap();
-        let not_dir = Durability { mode: Some(Mode::Sync), base_dir: Some(file.clone()) };
+        let not_dir =
+            Durability { mode: Some(Mode::Sync), base_dir: Some(file.clone()), huge_pages: None };
         let e = not_dir.check().unwrap_err().to_string();
         assert!(e.contains("not a directory"), "{e}");
         std::fs::remove_file(&file).unwrap();

@@ -3,7 +3,7 @@
 //! Every workload takes [`CommonBenchArgs`] (`--threads`, `--duration-ms`, `--json`, `--clock`,
 //! and the calibration cache flags) plus its own; those on the engine take [`EngineArgs`]
 //! (`--isolation`, `--versions`, `--seed`, and [`DurabilityArgs`]: `--durability`,
-//! `--durability-dir`, which open every database through `ordo_bench::engine`). Workloads add a variant to [`BenchCommand`]
+//! `--durability-dir`, `--huge-pages`, which open every database through `ordo_bench::engine`). Workloads add a variant to [`BenchCommand`]
 //! and a function next to [`run_clock`]; the measurement logic lives in `ordo-bench`, the CLI
 //! only builds clocks, shows progress and prints.
 
@@ -135,8 +135,8 @@ pub(crate) struct EngineArgs {
     pub(crate) durability: DurabilityArgs,
 }
 
-/// Durability flags of every workload on the engine (part of [`EngineArgs`]; flattened on
-/// their own into the engine workloads that take no isolation or versions flags).
+/// Durability and heap-memory flags of every workload on the engine (part of [`EngineArgs`];
+/// flattened on their own into the engine workloads that take no isolation or versions flags).
 #[derive(Args, Debug, Clone)]
 pub(crate) struct DurabilityArgs {
     /// Durability of the benchmark database: none (in memory), process (every commit's redo
@@ -148,6 +148,11 @@ pub(crate) struct DurabilityArgs {
     /// afterwards [default: the system temporary directory, $TMPDIR or /tmp].
     #[arg(long, value_name = "DIR")]
     durability_dir: Option<PathBuf>,
+    /// Whether the in-memory heap asks for transparent huge pages: on or off [default: the
+    /// engine's, on]. They pay on large read-mostly heaps and cost on a VM when the heap grows
+    /// fast (see `ordo::heap::HeapConfig::huge_pages`); durable heaps ignore this.
+    #[arg(long, value_name = "ON|OFF", value_parser = parse_on_off)]
+    huge_pages: Option<bool>,
 }
 
 /// `--durability` values.
@@ -175,9 +180,18 @@ impl DurabilityArgs {
                 "--durability-dir needs --durability process or sync".into(),
             ));
         }
-        let durability = Durability { mode, base_dir: self.durability_dir.clone() };
+        let durability =
+            Durability { mode, base_dir: self.durability_dir.clone(), huge_pages: self.huge_pages };
         durability.check()?;
         Ok(durability)
+    }
+}
+
+fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("expected on or off, not {text:?}")),
     }
 }
 

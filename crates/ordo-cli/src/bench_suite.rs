@@ -43,7 +43,7 @@ pub(crate) struct SuiteArgs {
 }
 
 /// The durability of the entries that are not on the engine (RLU, Oplog).
-static IN_MEMORY: Durability = Durability { mode: None, base_dir: None };
+static IN_MEMORY: Durability = Durability { mode: None, base_dir: None, huge_pages: None };
 
 /// One entry: a plan and how to load it.
 struct Entry<'a> {

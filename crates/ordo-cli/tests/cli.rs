@@ -198,6 +198,8 @@ fn tpcc_refuses_bad_scale_and_reports_new_orders() {
         "logical,system",
         "--pretouch-mb",
         "8",
+        "--huge-pages",
+        "off",
         "--json",
     ]);
     assert_eq!(out.lines().count(), 2 * 2, "threads x clocks");
@@ -206,6 +208,7 @@ fn tpcc_refuses_bad_scale_and_reports_new_orders() {
         assert_eq!(v["workload"], "tpcc");
         assert_eq!(v["variant"], "full 2w");
         assert_eq!(v["config"]["pretouch_bytes"], 8 << 20);
+        assert_eq!(v["config"]["huge_pages"], false);
         assert!(v["result"]["committed"].as_u64().unwrap() > 0);
         let metrics = v["result"]["metrics"].as_array().unwrap();
         assert!(metrics.iter().any(|m| m[0] == "new_orders_per_s" && m[1].as_f64().unwrap() > 0.0));
@@ -399,6 +402,7 @@ fn bad_durability_flags_are_refused_with_a_clear_message() {
     );
     std::fs::set_permissions(&read_only, std::fs::Permissions::from_mode(0o755)).unwrap();
     refused(&["bench", "ycsb", "--durability-dir", "/tmp"], "--durability-dir needs --durability");
+    refused(&["bench", "tpcc", "--huge-pages", "maybe"], "expected on or off");
     refused(
         &["bench", "hashtable", "--durability", "sync"],
         "the RLU hash table (--impl rlu, part of the default) does not run on the Ordo engine",

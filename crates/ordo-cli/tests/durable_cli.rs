@@ -14,7 +14,7 @@ use ordo_clock::LogicalClock;
 
 fn config(dir: &Path) -> Config {
     let mut cfg = Config {
-        heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 4 },
+        heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 4, ..Default::default() },
         gc_interval_us: 0,
         ..Config::durable(dir, Mode::Process)
     };

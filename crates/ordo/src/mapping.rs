@@ -31,20 +31,25 @@ pub struct PrivateMemory {
 }
 
 impl PrivateMemory {
-    /// `len_bytes` of zeros (an anonymous mapping: pages cost nothing until touched).
-    pub fn zeroed(len_bytes: usize) -> io::Result<Self> {
+    /// `len_bytes` of zeros (an anonymous mapping: pages cost nothing until touched), advised
+    /// for transparent huge pages when `huge_pages` is set (`MADV_HUGEPAGE`; advice only: where
+    /// THP is off it changes nothing). See [`crate::heap::HeapConfig::huge_pages`] for when
+    /// huge pages pay.
+    pub fn zeroed(len_bytes: usize, huge_pages: bool) -> io::Result<Self> {
         let map = memmap2::MmapOptions::new().len(len_bytes).map_anon()?;
-        // Transparent huge pages: random object accesses over gigabytes of heap otherwise pay a
-        // TLB miss (a page walk) each. Advice only; where THP is off this changes nothing.
         #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::HugePage);
+        if huge_pages {
+            let _ = map.advise(memmap2::Advice::HugePage);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = huge_pages;
         Ok(PrivateMemory { map })
     }
 
     /// `len_bytes` of zeros with `fill(memory)` run once on them before they are shared: how a
-    /// simulated backend copies a file's bytes in.
+    /// simulated backend copies a file's bytes in (base pages: a simulation, not a fast path).
     pub fn filled(len_bytes: usize, fill: impl FnOnce(&mut [u8])) -> io::Result<Self> {
-        let mut mem = Self::zeroed(len_bytes)?;
+        let mut mem = Self::zeroed(len_bytes, false)?;
         fill(&mut mem.map[..]);
         Ok(mem)
     }

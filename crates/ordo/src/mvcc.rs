@@ -189,7 +189,9 @@ impl VersionArena {
         if id >= self.blocks.len() {
             return None;
         }
-        let memory = RegionMemory::anonymous(BLOCK_WORDS * 8).ok()?;
+        // Base pages: a 1 MiB block cannot hold a 2 MiB huge page by itself, and old versions
+        // are read only by readers behind a writer.
+        let memory = RegionMemory::anonymous(BLOCK_WORDS * 8, false).ok()?;
         if self.blocks[id].set(Block { memory, gc_ts: AtomicU64::new(0) }).is_err() {
             return None;
         }

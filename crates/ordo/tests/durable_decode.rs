@@ -567,7 +567,7 @@ fn template(mode: Mode) -> &'static Template {
         d.log_segments_max = 0;
         d.preallocate_segments = false;
         let cfg = Config {
-            heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 4 },
+            heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 4, ..Default::default() },
             gc_interval_us: 0,
             threads_max: 4,
             durability: Some(d),
@@ -809,7 +809,7 @@ fn a_sparse_huge_segment_is_refused_before_it_is_mapped() {
         d.chunks_per_segment = 2;
         d.segment_bytes_max = 1 << 20;
         let cfg = Config {
-            heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 4 },
+            heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 4, ..Default::default() },
             durability: Some(d),
             ..Config::default()
         };

@@ -1198,7 +1198,11 @@ fn engine_config(node: NodeId, storage: Arc<FaultStorage>) -> ordo::Config {
     durable.preallocate_segments = false;
     durable.replay_threads = 1;
     ordo::Config {
-        heap: ordo::heap::HeapConfig { region_bytes: REGION_BYTES, regions_max: 16 },
+        heap: ordo::heap::HeapConfig {
+            region_bytes: REGION_BYTES,
+            regions_max: 16,
+            ..Default::default()
+        },
         versions: ordo::Versions::Multi,
         gc_interval_us: 0,
         threads_max: 64,

@@ -29,9 +29,10 @@ unsafe impl Send for RegionMemory {}
 unsafe impl Sync for RegionMemory {}
 
 impl RegionMemory {
-    /// A zero-filled anonymous mapping of `bytes` (a multiple of 8).
-    pub(crate) fn anonymous(bytes: usize) -> io::Result<Self> {
-        Ok(Self::new(PrivateMemory::zeroed(bytes)?))
+    /// A zero-filled anonymous mapping of `bytes` (a multiple of 8), advised for transparent
+    /// huge pages when `huge_pages` is set.
+    pub(crate) fn anonymous(bytes: usize, huge_pages: bool) -> io::Result<Self> {
+        Ok(Self::new(PrivateMemory::zeroed(bytes, huge_pages)?))
     }
 
     /// The words of `mem` (its length a multiple of 8): a durable region's working copy, made

@@ -54,11 +54,25 @@ pub struct HeapConfig {
     pub region_bytes: usize,
     /// The most regions the heap may create. Default 1024 (64 GiB of address space).
     pub regions_max: usize,
+    /// Whether an in-memory heap's regions ask for transparent huge pages (`MADV_HUGEPAGE`;
+    /// advice only, and only where THP is set to `madvise` or `always`). Default `true`.
+    /// Durable heaps map their region files and ignore this.
+    ///
+    /// Huge pages pay where work wanders over a heap larger than the TLB's reach: STAMP
+    /// vacation's `--size large` client phase (four trees of 1 M rows) ran 0.83× as fast at 2
+    /// threads without them, and TPC-C NewOrder+Payment with its heap faulted in ahead
+    /// ([`crate::Ordo::pretouch_heap`]) 0.72–0.96×. They can cost where the heap *grows* while
+    /// it works and nothing was faulted in ahead: each fresh huge page is 2 MiB zeroed in one
+    /// fault, and on a VM whose host backs guest memory lazily that fault is the host's too. On
+    /// a 2-vCPU Firecracker guest one TPC-C profile spent a quarter of its CPU zeroing fresh huge
+    /// pages, and runs without huge pages were 0.98–1.4× as fast, varying with the host's state.
+    /// (Session 27, `docs/results/2026-11-29-s27-huge-pages.txt`.)
+    pub huge_pages: bool,
 }
 
 impl Default for HeapConfig {
     fn default() -> Self {
-        HeapConfig { region_bytes: 64 << 20, regions_max: 1024 }
+        HeapConfig { region_bytes: 64 << 20, regions_max: 1024, huge_pages: true }
     }
 }
 
@@ -562,10 +576,8 @@ impl Heap {
         let bytes = self.config.region_bytes;
         let memory = match &self.backing {
             Some(files) => files.create_region(id as u16, bytes)?,
-            None => RegionMemory::anonymous(bytes).map_err(|e| Error::RegionMap {
-                region: id as u16,
-                bytes,
-                reason: e.to_string(),
+            None => RegionMemory::anonymous(bytes, self.config.huge_pages).map_err(|e| {
+                Error::RegionMap { region: id as u16, bytes, reason: e.to_string() }
             })?,
         };
         let slab_count = bytes / SLAB_BYTES;
@@ -845,7 +857,8 @@ mod tests {
     use super::*;
 
     fn small() -> Heap {
-        Heap::new(HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 2 }).unwrap()
+        Heap::new(HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 2, ..Default::default() })
+            .unwrap()
     }
 
     #[test]
@@ -873,13 +886,52 @@ mod tests {
         assert_eq!(heap.reserve(&mut cache, 200_000).unwrap(), a);
     }
 
+    /// The `VmFlags` line of the mapping in `/proc/self/smaps` that holds `addr`.
+    #[cfg(target_os = "linux")]
+    fn vm_flags_at(addr: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().and_then(|r| r.split_once('-'));
+            if let Some((lo, hi)) = range
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = (lo..hi).contains(&addr);
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                return flags.to_string();
+            }
+        }
+        panic!("no mapping holds {addr:#x}")
+    }
+
+    /// `HeapConfig::huge_pages` decides whether a region's memory is advised for transparent
+    /// huge pages (`hg` in the kernel's flags for the mapping), whatever THP's system setting.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn huge_pages_advice_follows_the_config() {
+        for huge_pages in [true, false] {
+            let config = HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 1, huge_pages };
+            let heap = Heap::new(config).unwrap();
+            heap.reserve(&mut AllocCache::default(), 64).unwrap();
+            let words = heap.region(0).unwrap().memory.words().as_ptr().addr();
+            let flags = vm_flags_at(words);
+            assert_eq!(flags.split_whitespace().any(|f| f == "hg"), huge_pages, "{flags}");
+        }
+    }
+
     /// `pretouch` creates regions ahead so that at least the asked bytes of fresh slabs wait,
     /// faults them in keeping their zeros, and allocation then takes the slabs in region order
     /// (the ones already waiting first), creating no region until they are used up; past
     /// `regions_max` it is `OutOfMemory`.
     #[test]
     fn pretouch_creates_regions_ahead_and_allocation_uses_them_in_order() {
-        let heap = Heap::new(HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 3 }).unwrap();
+        let heap = Heap::new(HeapConfig {
+            region_bytes: 4 * SLAB_BYTES,
+            regions_max: 3,
+            ..Default::default()
+        })
+        .unwrap();
         let mut cache = AllocCache::default();
         let per_slab = GEOMETRY[class_for(200_000).unwrap()].slots;
         let first = heap.reserve(&mut cache, 200_000).unwrap();
@@ -910,7 +962,12 @@ mod tests {
     /// background thread does so without changing what they hold.
     #[test]
     fn fresh_slabs_are_prefaulted_ahead_and_keep_their_zeros() {
-        let heap = Heap::new(HeapConfig { region_bytes: 16 * SLAB_BYTES, regions_max: 1 }).unwrap();
+        let heap = Heap::new(HeapConfig {
+            region_bytes: 16 * SLAB_BYTES,
+            regions_max: 1,
+            ..Default::default()
+        })
+        .unwrap();
         let mut cache = AllocCache::default();
         // 8 adoptions of fresh slabs.
         let per_slab = GEOMETRY[class_for(200_000).unwrap()].slots;
@@ -987,7 +1044,7 @@ mod tests {
         {
             assert!(matches!(heap.object(Addr::from_raw(raw)), Err(Error::InvalidAddress { .. })));
         }
-        let bad = HeapConfig { region_bytes: 1000, regions_max: 1 };
+        let bad = HeapConfig { region_bytes: 1000, regions_max: 1, ..Default::default() };
         assert!(matches!(Heap::new(bad), Err(Error::Config(_))));
     }
 }

@@ -116,7 +116,7 @@ pub(crate) fn config(dir: &Path, mode: Mode, storage: Option<Arc<dyn Storage>>) 
     d.preallocate_segments = false;
     d.storage = storage.unwrap_or_else(|| storage_of(dir));
     Config {
-        heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 8 },
+        heap: HeapConfig { region_bytes: 4 * SLAB_BYTES, regions_max: 8, ..Default::default() },
         gc_interval_us: 0,
         threads_max: 16,
         durability: Some(d),

@@ -10,7 +10,8 @@ use rand::{Rng, SeedableRng, rngs::SmallRng};
 
 /// A heap of `slabs` slabs and a manual GC.
 fn tiny(slabs: usize) -> Ordo<LogicalClock> {
-    let heap = HeapConfig { region_bytes: slabs * SLAB_BYTES, regions_max: 1 };
+    let heap =
+        HeapConfig { region_bytes: slabs * SLAB_BYTES, regions_max: 1, ..Default::default() };
     Ordo::with_clock(Config { heap, gc_interval_us: 0, ..Config::default() }, LogicalClock::new())
         .unwrap()
 }
@@ -87,7 +88,7 @@ fn an_active_reader_keeps_the_slab() {
 #[test]
 fn reuse_under_concurrency_never_shares_slots() {
     let seed = &ordo_seed::Seed::new("reuse_under_concurrency_never_shares_slots");
-    let heap = HeapConfig { region_bytes: 48 * SLAB_BYTES, regions_max: 1 };
+    let heap = HeapConfig { region_bytes: 48 * SLAB_BYTES, regions_max: 1, ..Default::default() };
     let db = Ordo::with_clock(
         Config { heap, gc_interval_us: 100, ..Config::default() },
         LogicalClock::new(),

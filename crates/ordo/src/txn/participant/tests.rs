@@ -179,7 +179,7 @@ const AFTER: (u64, [u64; 8]) = (10, [30; 8]);
 
 fn fixture(versions: Versions) -> Fixture {
     let config = Config {
-        heap: HeapConfig { region_bytes: 1 << 20, regions_max: 64 },
+        heap: HeapConfig { region_bytes: 1 << 20, regions_max: 64, ..Default::default() },
         versions,
         gc_interval_us: 0,
         ..Config::default()
