@@ -3,9 +3,10 @@
 //! Every workload takes [`CommonBenchArgs`] (`--threads`, `--duration-ms`, `--json`, `--clock`,
 //! and the calibration cache flags) plus its own; those on the engine take [`EngineArgs`]
 //! (`--isolation`, `--versions`, `--seed`, and [`DurabilityArgs`]: `--durability`,
-//! `--durability-dir`, `--huge-pages`, which open every database through `ordo_bench::engine`). Workloads add a variant to [`BenchCommand`]
-//! and a function next to [`run_clock`]; the measurement logic lives in `ordo-bench`, the CLI
-//! only builds clocks, shows progress and prints.
+//! `--durability-dir`, `--huge-pages`, which open every database through
+//! `ordo_bench::engine`). Workloads add a variant to [`BenchCommand`] and a function next to
+//! [`run_clock`]; the measurement logic lives in `ordo-bench`, the CLI only builds clocks, shows
+//! progress and prints.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
