@@ -7,7 +7,9 @@ use ordo::{Config, Ordo};
 use ordo_bench::error::BenchError;
 use ordo_bench::stamp::genome::{Genome, GenomeParams};
 use ordo_bench::stamp::intruder::{Intruder, IntruderParams};
-use ordo_bench::stamp::vacation::{ResourceKind, Vacation, VacationParams};
+use ordo_bench::stamp::vacation::{
+    ReservationInfo, Resource, ResourceKind, Vacation, VacationParams,
+};
 use ordo_bench::stamp::{Kernel, Size};
 use ordo_clock::{CalibrateOptions, Clock, LogicalClock, OrdoClock, OrdoDetection, SystemClock};
 
@@ -134,6 +136,15 @@ fn vacation_verify_rejects_corrupted_states() {
     assert!(is_inconsistent(Vacation::verify(&input, &seq, &bad)));
     let mut bad = par.clone();
     bad.customers.remove(&top);
+    assert!(is_inconsistent(Vacation::verify(&input, &seq, &bad)));
+    // A resource and a reservation of it outside 1..=relations.
+    let mut bad = par.clone();
+    let outside = top + 1;
+    let r = *bad.resources[0].values().next().unwrap();
+    bad.resources[0].insert(outside, Resource { used: 1, free: r.total - 1, ..r });
+    let holder = bad.customers.values_mut().next().unwrap();
+    holder.push(ReservationInfo { kind: ResourceKind::Car, id: outside, price: r.price });
+    holder.sort_by_key(|i| (i.kind, i.id));
     assert!(is_inconsistent(Vacation::verify(&input, &seq, &bad)));
     // The sequential state is checked too.
     let mut bad = seq.clone();
