@@ -264,9 +264,11 @@ impl<C: Clock> Ordo<C> {
         };
         let versions = match config.versions {
             Versions::Single => None,
-            Versions::Multi => {
-                Some(VersionArena::new(config.version_blocks_max, config.version_budget))
-            }
+            Versions::Multi => Some(VersionArena::new(
+                config.version_blocks_max,
+                config.version_budget,
+                config.heap.huge_pages,
+            )),
         };
         let id = NEXT_DB_ID.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new_cyclic(|weak: &Weak<Shared<C>>| Shared {

@@ -110,6 +110,9 @@ pub(crate) struct Recycled;
 pub(crate) struct VersionArena {
     blocks: Box<[OnceLock<Block>]>,
     policy: BudgetPolicy,
+    /// Whether new blocks ask for transparent huge pages, as the heap's regions do
+    /// ([`crate::heap::HeapConfig::huge_pages`]).
+    huge_pages: bool,
     pools: Mutex<Pools>,
     truncations: AtomicU64,
     recycled: AtomicU64,
@@ -148,11 +151,12 @@ pub struct VersionStats {
 
 impl VersionArena {
     /// An arena of at most `blocks_max` blocks.
-    pub(crate) fn new(blocks_max: usize, policy: BudgetPolicy) -> Self {
+    pub(crate) fn new(blocks_max: usize, policy: BudgetPolicy, huge_pages: bool) -> Self {
         let blocks_max = blocks_max.min(BLOCK_ID_MAX);
         VersionArena {
             blocks: (0..=blocks_max).map(|_| OnceLock::new()).collect(),
             policy,
+            huge_pages,
             pools: Mutex::new(Pools { next: 1, ..Pools::default() }),
             truncations: AtomicU64::new(0),
             recycled: AtomicU64::new(0),
@@ -189,9 +193,7 @@ impl VersionArena {
         if id >= self.blocks.len() {
             return None;
         }
-        // Base pages: a 1 MiB block cannot hold a 2 MiB huge page by itself, and old versions
-        // are read only by readers behind a writer.
-        let memory = RegionMemory::anonymous(BLOCK_WORDS * 8, false).ok()?;
+        let memory = RegionMemory::anonymous(BLOCK_WORDS * 8, self.huge_pages).ok()?;
         if self.blocks[id].set(Block { memory, gc_ts: AtomicU64::new(0) }).is_err() {
             return None;
         }
@@ -355,7 +357,7 @@ mod tests {
     /// (This fails if `copy_head` retires a full block at once instead of via `finish_commit`.)
     #[test]
     fn a_block_filled_mid_commit_is_recycled_only_after_the_commit() {
-        let arena = VersionArena::new(4, BudgetPolicy::Abort);
+        let arena = VersionArena::new(4, BudgetPolicy::Abort, true);
         let cursor = RefCell::new(Cursor::default());
         // A quarter-block payload: three copies fit in a block, the fourth opens another.
         let payload_words = BLOCK_WORDS / 4;

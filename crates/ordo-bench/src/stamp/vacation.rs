@@ -891,16 +891,13 @@ fn check_state(
                     info.kind, info.id
                 ));
             }
-            let Some(count) = usize::try_from(info.id)
-                .ok()
-                .and_then(|i| held[info.kind.index()].get_mut(i).filter(|_| info.id >= 1))
-            else {
+            if !(1..=relations).contains(&info.id) {
                 return fail(format!(
                     "customer {customer} holds {:?} {}, outside 1..={relations}",
                     info.kind, info.id
                 ));
-            };
-            *count += 1;
+            }
+            held[info.kind.index()][info.id as usize] += 1;
         }
     }
     for kind in ResourceKind::ALL {
@@ -937,8 +934,8 @@ fn check_state(
     let mut touched: [Vec<bool>; 3] = [flags(), flags(), flags()];
     let mut touched_customers = flags();
     let touch = |flags: &mut Vec<bool>, id: u64| {
-        if let Some(f) = usize::try_from(id).ok().and_then(|i| flags.get_mut(i)) {
-            *f = true;
+        if (1..=relations).contains(&id) {
+            flags[id as usize] = true;
         }
     };
     for task in &input.tasks {

@@ -54,9 +54,10 @@ pub struct HeapConfig {
     pub region_bytes: usize,
     /// The most regions the heap may create. Default 1024 (64 GiB of address space).
     pub regions_max: usize,
-    /// Whether an in-memory heap's regions ask for transparent huge pages (`MADV_HUGEPAGE`;
-    /// advice only, and only where THP is set to `madvise` or `always`). Default `true`.
-    /// Durable heaps map their region files and ignore this.
+    /// Whether an in-memory heap's regions (and a multi-version database's old-version blocks)
+    /// ask for transparent huge pages (`MADV_HUGEPAGE`; advice only, and only where THP is set
+    /// to `madvise` or `always`). Default `true`. Durable heaps map their region files and
+    /// ignore this.
     ///
     /// Huge pages pay where work wanders over a heap larger than the TLB's reach: STAMP
     /// vacation's `--size large` client phase (four trees of 1 M rows) ran 0.83× as fast at 2
