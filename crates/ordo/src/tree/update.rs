@@ -49,10 +49,30 @@ struct Frame {
     index: usize,
 }
 
-/// The leaf at the end of the path, copied (the update rebuilds it).
+/// The leaf at the end of the path, copied (the update changes the copy and writes it back): its
+/// payload words, the whole node (zeros after the data end), from [`read_leaf`].
 struct Leaf {
     addr: Addr,
-    bytes: Vec<u8>,
+    words: Vec<u64>,
+    len_bytes: usize,
+}
+
+impl Leaf {
+    fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len_bytes]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len_bytes]
+    }
+
+    /// Buffers the changed copy as the leaf's new value and gives its buffer back to the
+    /// transaction.
+    fn write<C: Clock>(self, tx: &mut Tx<'_, C>) -> Result<(), Error> {
+        let r = tx.write_words(self.addr, &self.words, self.len_bytes);
+        tx.recycle(self.words);
+        r
+    }
 }
 
 /// A node's new content, not yet written.
@@ -127,31 +147,28 @@ fn descend<C: Clock>(
                 continue;
             }
         }
-        let bytes = read_leaf_bytes(tx, addr)?;
+        let leaf = read_leaf(tx, addr)?;
         let geo = match geo {
             Some(g) => g,
-            None => Geometry::for_root(root, bytes.len())?,
+            None => Geometry::for_root(root, leaf.len_bytes)?,
         };
-        let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
+        let view = NodeView::parse(addr, leaf.bytes(), geo.node_bytes)?;
         check_level(&view, expect)?;
         if !view.is_leaf() {
             return Err(corrupt(addr, "a node routed as a leaf is not one"));
         }
-        return Ok((geo, path, Leaf { addr, bytes }));
+        return Ok((geo, path, leaf));
     }
     Err(corrupt(root, "tree is deeper than the level limit"))
 }
 
 /// Reads the leaf an update will change, whole: its bytes up to the data end
 /// ([`used_bytes`]), then zeros to its length, which is what the rest of a node holds
-/// (invariant 1). Saves moving the unused tail of the node through the read.
-fn read_leaf_bytes<C: Clock>(tx: &mut Tx<'_, C>, addr: Addr) -> Result<Vec<u8>, Error> {
-    tx.read_used_with(addr, used_bytes, |b, len| {
-        let mut bytes = Vec::with_capacity(len);
-        bytes.extend_from_slice(b);
-        bytes.resize(len, 0);
-        bytes
-    })
+/// (invariant 1). Saves moving the unused tail of the node through the read; and the words
+/// read stay where the read put them ([`Tx::read_used_owned`]), not copied out again.
+fn read_leaf<C: Clock>(tx: &mut Tx<'_, C>, addr: Addr) -> Result<Leaf, Error> {
+    let (words, len_bytes) = tx.read_used_owned(addr, used_bytes)?;
+    Ok(Leaf { addr, words, len_bytes })
 }
 
 /// Where a key is in the leaf an update descended to: the index of its entry (or where it would
@@ -192,21 +209,22 @@ fn find<C: Clock>(
     check_key(key, KEY_BYTES_MAX)?;
     let hash = key_hash(key);
     if let Some(addr) = tx.memo().get(root, hash) {
-        let bytes = read_leaf_bytes(tx, addr)?;
+        let leaf = read_leaf(tx, addr)?;
         // Every node has the root's size.
-        let geo = Geometry::for_root(root, bytes.len())?;
-        let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
+        let geo = Geometry::for_root(root, leaf.len_bytes)?;
+        let view = NodeView::parse(addr, leaf.bytes(), geo.node_bytes)?;
         if view.is_leaf() {
             let slot = slot_of(&view, key)?;
             if slot.existing.is_some() {
                 let route = if addr == root { Route::Path(Vec::new()) } else { Route::Memo };
-                return Ok((geo, route, Leaf { addr, bytes }, slot));
+                return Ok((geo, route, leaf, slot));
             }
         }
+        tx.recycle(leaf.words);
     }
     let (geo, path, leaf) = descend(tx, root, key)?;
     check_key(key, geo.key_max)?;
-    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
     let slot = slot_of(&view, key)?;
     tx.memo().put(root, hash, leaf.addr);
     Ok((geo, Route::Path(path), leaf, slot))
@@ -239,7 +257,7 @@ fn stays_in_leaf(
     slot: &Slot,
     entry_bytes: Option<usize>,
 ) -> Result<bool, Error> {
-    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
     let old = view.raw_range(slot.index)?.len();
     let used = match entry_bytes {
         Some(new) => view.used() - old + new,
@@ -288,7 +306,7 @@ fn with_old<C: Clock, R>(
 ) -> Result<R, Error> {
     match &slot.existing {
         None => Ok(f(None)),
-        Some(Stored::Inline(range)) => match leaf.bytes.get(range.clone()) {
+        Some(Stored::Inline(range)) => match leaf.bytes().get(range.clone()) {
             Some(v) => Ok(f(Some(v))),
             None => Err(corrupt(leaf.addr, "inline value lies outside its leaf")),
         },
@@ -343,30 +361,29 @@ fn set_at<C: Clock>(
     // keeps the leaf's layout: its new bytes just overwrite the old ones.
     let i = slot.index;
     let replaced = slot.existing.is_some();
-    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
     let at = if replaced { Some(view.raw_range(i)?) } else { None };
     let used = match &at {
         Some(at) => view.used() + entry.len() - at.len(),
         None => view.used() + SLOT_BYTES + entry.len(),
     };
+    let mut leaf = leaf;
     if let Some(at) = at
         && at.len() == entry.len()
     {
-        let Leaf { addr, mut bytes } = leaf;
-        bytes[at].copy_from_slice(&entry);
-        return tx.write_bytes(addr, &bytes);
+        leaf.bytes_mut()[at].copy_from_slice(&entry);
+        return leaf.write(tx);
     }
     if used <= geo.cap && (path.is_empty() || used >= geo.fill_min) {
-        let Leaf { addr, mut bytes } = leaf;
+        let addr = leaf.addr;
         let spliced = if replaced {
-            replace_packed(addr, &mut bytes, geo.node_bytes, i, &entry)?
+            replace_packed(addr, leaf.bytes_mut(), geo.node_bytes, i, &entry)?
         } else {
-            insert_packed(addr, &mut bytes, geo.node_bytes, i, &entry)?
+            insert_packed(addr, leaf.bytes_mut(), geo.node_bytes, i, &entry)?
         };
         if spliced {
-            return tx.write_bytes(addr, &bytes);
+            return leaf.write(tx);
         }
-        return rebuild_leaf(tx, geo, path, Leaf { addr, bytes }, i, &entry, replaced);
     }
     rebuild_leaf(tx, geo, path, leaf, i, &entry, replaced)
 }
@@ -381,8 +398,9 @@ fn rebuild_leaf<C: Clock>(
     entry: &[u8],
     replace: bool,
 ) -> Result<(), Error> {
-    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
     let mut node = Pending::of(&view)?;
+    tx.recycle(leaf.words);
     if replace {
         node.entries.replace(i, entry);
     } else {
@@ -413,23 +431,28 @@ fn remove_at<C: Clock>(
     leaf: Leaf,
     slot: Slot,
 ) -> Result<(), Error> {
-    let Some(existing) = &slot.existing else { return Ok(()) };
+    let Some(existing) = &slot.existing else {
+        tx.recycle(leaf.words);
+        return Ok(());
+    };
     if let Stored::OutOfLine { addr, .. } = *existing {
         tx.free(addr)?;
     }
     // A leaf left within its fill bounds (or the root) changes alone: the entry is removed from
     // the copy in place (`remove_packed`, the bytes a rebuild would give).
     let i = slot.index;
-    let view = NodeView::parse(leaf.addr, &leaf.bytes, geo.node_bytes)?;
+    let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
     let used = view.used() - SLOT_BYTES - view.raw_range(i)?.len();
-    let Leaf { addr, mut bytes } = leaf;
+    let mut leaf = leaf;
+    let addr = leaf.addr;
     if (path.is_empty() || used >= geo.fill_min)
-        && remove_packed(addr, &mut bytes, geo.node_bytes, i)?
+        && remove_packed(addr, leaf.bytes_mut(), geo.node_bytes, i)?
     {
-        return tx.write_bytes(addr, &bytes);
+        return leaf.write(tx);
     }
-    let view = NodeView::parse(addr, &bytes, geo.node_bytes)?;
+    let view = NodeView::parse(addr, leaf.bytes(), geo.node_bytes)?;
     let mut node = Pending::of(&view)?;
+    tx.recycle(leaf.words);
     node.entries.remove(i);
     settle_path(tx, geo, path, node)
 }
@@ -443,7 +466,10 @@ pub(super) fn update<C: Clock>(
 ) -> Result<(), Error> {
     let found = find(tx, root, key)?;
     match with_old(tx, &found.2, &found.3, f)? {
-        Edit::Keep => Ok(()),
+        Edit::Keep => {
+            tx.recycle(found.2.words);
+            Ok(())
+        }
         Edit::Set(value) => {
             check_value(&value)?;
             let entry = found.0.leaf_entry_bytes(key.len(), value.len());

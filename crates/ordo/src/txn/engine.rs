@@ -144,6 +144,7 @@ impl<C: Clock> Engine<C> {
             reads: Default::default(),
             writes: Default::default(),
             scratch: Vec::new(),
+            spare: Vec::new(),
             local: Default::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((slot as u64 + 1) << 17),
             // Relaxed: the free-list mutex ordered the previous worker's store before this.

@@ -343,6 +343,55 @@ impl<'db, C: Clock> Tx<'db, C> {
         })
     }
 
+    /// Reads `addr` as [`Tx::read_used_with`] does, into a buffer the caller keeps: returns the
+    /// payload words — the bytes read, then zeros to the object's length (`len.div_ceil(8)`
+    /// words) — and the length in bytes. A version read from the heap is not copied out: the
+    /// buffer is the worker's read buffer itself, whose place the worker's spare takes (one this
+    /// transaction wrote is copied from the write set). For an object the caller changes and
+    /// writes back whole, such as the leaf an update splices ([`Tx::write_words`]); give the
+    /// buffer back with [`Tx::recycle`] when done, so that the next one allocates nothing.
+    ///
+    /// # Isolation
+    /// As [`Tx::read`]. The zeros stand for the unread tail, which `used` promises is zero.
+    pub(crate) fn read_used_owned(
+        &mut self,
+        addr: Addr,
+        used: UsedBytes,
+    ) -> Result<(Vec<u64>, usize), Error> {
+        self.check_live()?;
+        let at = self.read_at();
+        let w = self.worker.as_mut().expect("a live transaction holds its worker");
+        if let Some(i) = w.writes.find(addr) {
+            let e = w.writes.entries()[i];
+            if e.kind == WriteKind::Free {
+                return Err(Error::NotAllocated { addr });
+            }
+            let mut buf = std::mem::take(&mut w.spare);
+            buf.clear();
+            buf.extend_from_slice(w.writes.data(&e));
+            return Ok((buf, e.len_bytes));
+        }
+        let entry = self.read_through_owner(addr, at, Some(used))?;
+        self.record_read(entry)?;
+        let len_bytes = entry.len_bytes as usize;
+        let w = self.w();
+        let spare = std::mem::take(&mut w.spare);
+        let mut buf = std::mem::replace(&mut w.scratch, spare);
+        // The read stopped at the used bytes (never past the length): zeros for the rest.
+        buf.resize(len_bytes.div_ceil(8), 0);
+        Ok((buf, len_bytes))
+    }
+
+    /// Takes back a buffer [`Tx::read_used_owned`] handed out, as the worker's spare read
+    /// buffer (the larger of the two is kept).
+    pub(crate) fn recycle(&mut self, buf: Vec<u64>) {
+        if let Some(w) = self.worker.as_mut()
+            && buf.capacity() > w.spare.capacity()
+        {
+            w.spare = buf;
+        }
+    }
+
     /// [`Tx::with_words`], reading only the bytes `used` says are in use when it is given; the
     /// words `f` gets may then stop short of the length.
     #[inline(always)]
@@ -632,6 +681,48 @@ impl<'db, C: Clock> Tx<'db, C> {
 
     /// Buffers new bytes for `addr`; the length must match the object's.
     pub fn write_bytes(&mut self, addr: Addr, bytes: &[u8]) -> Result<(), Error> {
+        self.buffer_write(addr, bytes.len(), |writes, at| match at {
+            Ok(i) => writes.overwrite(i, bytes),
+            Err(expect) => writes.push(addr, WriteKind::Update, bytes, expect),
+        })
+    }
+
+    /// [`Tx::write_bytes`] of a payload given as words: `len_bytes` long, the bytes of the last
+    /// word past it zero (as [`Tx::read_used_owned`] gives them). Copies the words as they are.
+    pub(crate) fn write_words(
+        &mut self,
+        addr: Addr,
+        words: &[u64],
+        len_bytes: usize,
+    ) -> Result<(), Error> {
+        if words.len() != len_bytes.div_ceil(8) {
+            return Err(Error::WrongSize {
+                addr,
+                len_bytes: words.len() * 8,
+                got_bytes: len_bytes,
+            });
+        }
+        debug_assert!(
+            len_bytes.is_multiple_of(8) || words[words.len() - 1] >> (8 * (len_bytes % 8)) == 0
+        );
+        self.buffer_write(addr, len_bytes, |writes, at| match at {
+            Ok(i) => writes.data_mut(i).copy_from_slice(words),
+            Err(expect) => {
+                writes.push_words(addr, WriteKind::Update, words, len_bytes, expect);
+            }
+        })
+    }
+
+    /// Buffers a write of `len_bytes_new` to `addr`: checks it, then has `fill` overwrite the
+    /// payload of `addr`'s entry (`Ok(position)`) or push a new update entry with the
+    /// expectation given (`Err(expect)`: a head at or below `rts`).
+    #[inline(always)]
+    fn buffer_write(
+        &mut self,
+        addr: Addr,
+        len_bytes_new: usize,
+        fill: impl FnOnce(&mut set::WriteSet, Result<usize, crate::object::Expect>),
+    ) -> Result<(), Error> {
         self.check_live()?;
         if self.read_only {
             return Err(Error::ReadOnly { addr });
@@ -641,14 +732,14 @@ impl<'db, C: Clock> Tx<'db, C> {
             if e.kind == WriteKind::Free {
                 return Err(Error::NotAllocated { addr });
             }
-            if e.len_bytes != bytes.len() {
+            if e.len_bytes != len_bytes_new {
                 return Err(Error::WrongSize {
                     addr,
                     len_bytes: e.len_bytes,
-                    got_bytes: bytes.len(),
+                    got_bytes: len_bytes_new,
                 });
             }
-            self.w().writes.overwrite(i, bytes);
+            fill(&mut self.w().writes, Ok(i));
             return Ok(());
         }
         // A read-modify-write already knows the length; a blind write looks it up.
@@ -657,11 +748,11 @@ impl<'db, C: Clock> Tx<'db, C> {
             Some(_) => return Err(Error::NotAllocated { addr }),
             None => self.peek_len(addr)?,
         };
-        if len_bytes != bytes.len() {
-            return Err(Error::WrongSize { addr, len_bytes, got_bytes: bytes.len() });
+        if len_bytes != len_bytes_new {
+            return Err(Error::WrongSize { addr, len_bytes, got_bytes: len_bytes_new });
         }
-        let rts = self.rts;
-        self.w().writes.push(addr, WriteKind::Update, bytes, crate::object::Expect::NotAfter(rts));
+        let expect = crate::object::Expect::NotAfter(self.rts);
+        fill(&mut self.w().writes, Err(expect));
         self.written();
         Ok(())
     }
@@ -947,5 +1038,61 @@ impl<C: Clock> Drop for Tx<'_, C> {
         slot.active_rts.store(worker::IDLE, std::sync::atomic::Ordering::Release);
         w.reads.clear();
         worker::put_cached(w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ordo_clock::LogicalClock;
+
+    use crate::{Addr, Config, Error, Ordo};
+
+    /// Bytes in use: the first word says how many (as a tree node's data end does).
+    fn first_word(w: u64) -> usize {
+        w as usize
+    }
+
+    /// `read_used_owned` hands out the bytes in use, then zeros to the object's length — not
+    /// whatever an earlier, longer read left in the worker's buffers (it hands out the read
+    /// buffer itself, so without the zeroing the tail would be the previous object's bytes) —
+    /// and the transaction's own write whole; `write_words` buffers words as `write_bytes`
+    /// would, and refuses a length the object does not have.
+    #[test]
+    fn read_used_owned_gives_the_used_bytes_then_zeros() {
+        let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
+        let mut obj = [0xEEu8; 64];
+        obj[..8].copy_from_slice(&9u64.to_le_bytes());
+        let (ones, a) = db
+            .run(|tx| Ok::<_, Error>((tx.alloc_bytes(&[0xFF; 64])?, tx.alloc_bytes(&obj)?)))
+            .unwrap();
+        let mut tx = db.begin().unwrap();
+        let mut want = [0u64; 8];
+        want[0] = 9;
+        want[1] = u64::from_le_bytes([0xEE; 8]);
+        for _ in 0..3 {
+            // Both buffers (scratch and spare) hold the all-ones object at some point.
+            assert_eq!(tx.read_bytes(ones).unwrap(), vec![0xFF; 64]);
+            let (words, len) = tx.read_used_owned(a, first_word).unwrap();
+            assert_eq!((&words[..], len), (&want[..], 64));
+            tx.recycle(words);
+        }
+        // Its own write: all of it.
+        let mut changed = [0u64; 8];
+        changed[0] = 9;
+        changed[7] = 7;
+        tx.write_words(a, &changed, 64).unwrap();
+        let (words, _) = tx.read_used_owned(a, first_word).unwrap();
+        assert_eq!(words, changed.to_vec());
+        assert!(matches!(tx.write_words(a, &changed[..7], 56), Err(Error::WrongSize { .. })));
+        assert!(matches!(tx.write_words(a, &changed, 60), Err(Error::WrongSize { .. })));
+        assert_eq!(
+            tx.read_used_owned(Addr::NULL, first_word),
+            Err(Error::InvalidAddress { addr: Addr::NULL })
+        );
+        tx.commit().unwrap();
+        let mut got = [0u8; 64];
+        got[..8].copy_from_slice(&9u64.to_le_bytes());
+        got[56..].copy_from_slice(&7u64.to_le_bytes());
+        assert_eq!(db.run(|tx| tx.read_bytes(a)).unwrap(), got.to_vec());
     }
 }

@@ -75,6 +75,10 @@ pub(crate) struct Worker {
     pub(crate) reads: ReadSet,
     pub(crate) writes: WriteSet,
     pub(crate) scratch: Vec<u64>,
+    /// A second read buffer: [`crate::txn::Tx::read_used_owned`] hands `scratch` out and puts
+    /// this in its place, and [`crate::txn::Tx::recycle`] brings a buffer back here, so a
+    /// copied-out object costs neither a copy nor an allocation once the worker is warm.
+    pub(crate) spare: Vec<u64>,
     /// The local participant's per-thread state (old-version cursor, lock-token vector).
     pub(crate) local: crate::txn::participant::LocalScratch,
     pub(crate) rng: u64,
