@@ -360,12 +360,8 @@ impl<'db, C: Clock> Tx<'db, C> {
     ) -> Result<(Vec<u64>, usize), Error> {
         self.check_live()?;
         let at = self.read_at();
-        let w = self.worker.as_mut().expect("a live transaction holds its worker");
-        if let Some(i) = w.writes.find(addr) {
-            let e = w.writes.entries()[i];
-            if e.kind == WriteKind::Free {
-                return Err(Error::NotAllocated { addr });
-            }
+        if let Some(e) = self.own_write(addr)? {
+            let w = self.w();
             let mut buf = std::mem::take(&mut w.spare);
             buf.clear();
             buf.extend_from_slice(w.writes.data(&e));
@@ -403,17 +399,25 @@ impl<'db, C: Clock> Tx<'db, C> {
     ) -> Result<R, Error> {
         self.check_live()?;
         let at = self.read_at();
-        let w = self.worker.as_mut().expect("a live transaction holds its worker");
-        if let Some(i) = w.writes.find(addr) {
-            let e = w.writes.entries()[i];
-            if e.kind == WriteKind::Free {
-                return Err(Error::NotAllocated { addr });
-            }
-            return Ok(f(w.writes.data(&e), e.len_bytes));
+        if let Some(e) = self.own_write(addr)? {
+            return Ok(f(self.w().writes.data(&e), e.len_bytes));
         }
         let entry = self.read_through_owner(addr, at, used)?;
         self.record_read(entry)?;
         Ok(f(&self.w().scratch, entry.len_bytes as usize))
+    }
+
+    /// This transaction's own write of `addr`, if it has one: the entry whose payload a read
+    /// sees instead of the heap's; a freed object is not there to read.
+    #[inline(always)]
+    fn own_write(&mut self, addr: Addr) -> Result<Option<set::WriteEntry>, Error> {
+        let w = self.w();
+        let Some(i) = w.writes.find(addr) else { return Ok(None) };
+        let e = w.writes.entries()[i];
+        if e.kind == WriteKind::Free {
+            return Err(Error::NotAllocated { addr });
+        }
+        Ok(Some(e))
     }
 
     /// Reads `addr` at `at` through its owner into the worker's scratch buffer; a failure goes
