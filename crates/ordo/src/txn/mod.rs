@@ -360,7 +360,7 @@ impl<'db, C: Clock> Tx<'db, C> {
     ) -> Result<(Vec<u64>, usize), Error> {
         self.check_live()?;
         let at = self.read_at();
-        if let Some(e) = self.own_write(addr)? {
+        if let Some((_, e)) = self.own_write(addr)? {
             let w = self.w();
             let mut buf = std::mem::take(&mut w.spare);
             buf.clear();
@@ -399,7 +399,7 @@ impl<'db, C: Clock> Tx<'db, C> {
     ) -> Result<R, Error> {
         self.check_live()?;
         let at = self.read_at();
-        if let Some(e) = self.own_write(addr)? {
+        if let Some((_, e)) = self.own_write(addr)? {
             return Ok(f(self.w().writes.data(&e), e.len_bytes));
         }
         let entry = self.read_through_owner(addr, at, used)?;
@@ -407,17 +407,18 @@ impl<'db, C: Clock> Tx<'db, C> {
         Ok(f(&self.w().scratch, entry.len_bytes as usize))
     }
 
-    /// This transaction's own write of `addr`, if it has one: the entry whose payload a read
-    /// sees instead of the heap's; a freed object is not there to read.
+    /// This transaction's own write of `addr`, if it has one: its position and entry, whose
+    /// payload a read sees instead of the heap's and a write replaces; a freed object is there
+    /// neither to read nor to write.
     #[inline(always)]
-    fn own_write(&mut self, addr: Addr) -> Result<Option<set::WriteEntry>, Error> {
+    fn own_write(&mut self, addr: Addr) -> Result<Option<(usize, set::WriteEntry)>, Error> {
         let w = self.w();
         let Some(i) = w.writes.find(addr) else { return Ok(None) };
         let e = w.writes.entries()[i];
         if e.kind == WriteKind::Free {
             return Err(Error::NotAllocated { addr });
         }
-        Ok(Some(e))
+        Ok(Some((i, e)))
     }
 
     /// Reads `addr` at `at` through its owner into the worker's scratch buffer; a failure goes
@@ -731,11 +732,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         if self.read_only {
             return Err(Error::ReadOnly { addr });
         }
-        if let Some(i) = self.w().writes.find(addr) {
-            let e = self.w().writes.entries()[i];
-            if e.kind == WriteKind::Free {
-                return Err(Error::NotAllocated { addr });
-            }
+        if let Some((i, e)) = self.own_write(addr)? {
             if e.len_bytes != len_bytes_new {
                 return Err(Error::WrongSize {
                     addr,
@@ -782,14 +779,8 @@ impl<'db, C: Clock> Tx<'db, C> {
         if self.read_only {
             return Err(Error::ReadOnly { addr });
         }
-        let (i, len_bytes) = match self.w().writes.find(addr) {
-            Some(i) => {
-                let e = self.w().writes.entries()[i];
-                if e.kind == WriteKind::Free {
-                    return Err(Error::NotAllocated { addr });
-                }
-                (i, e.len_bytes)
-            }
+        let (i, len_bytes) = match self.own_write(addr)? {
+            Some((i, e)) => (i, e.len_bytes),
             None => {
                 let at = self.read_at();
                 let entry = self.read_through_owner(addr, at, None)?;
