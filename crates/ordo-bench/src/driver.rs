@@ -2,7 +2,7 @@
 //! closure in a loop until the deadline, and collect commits, latencies and per-reason aborts.
 
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -72,17 +72,56 @@ where
     F: Fn(usize, &mut u64) + Sync,
     G: Fn(usize) + Sync,
 {
+    run_until(threads, duration, None, stats_before, stats, body, finish)
+}
+
+/// [`run_timed`], but each thread stops after `txns_per_thread` calls of `body` when that is
+/// given (`duration` then only caps the run), and the run ends when the last thread does: a run
+/// of exactly these transactions, whose instruction counts compare between builds (one thread,
+/// one seed), as DBx1000's `MAX_TXN_PER_PART` does.
+pub fn run_limited<F>(
+    threads: usize,
+    duration: Duration,
+    txns_per_thread: Option<u64>,
+    stats_before: Stats,
+    stats: impl Fn() -> Stats,
+    body: F,
+) -> RunStats
+where
+    F: Fn(usize, &mut u64) + Sync,
+{
+    run_until(threads, duration, txns_per_thread, stats_before, stats, body, |_| {})
+}
+
+/// How often the driver looks whether every thread of a counted run has finished.
+const COUNTED_POLL: Duration = Duration::from_micros(200);
+
+fn run_until<F, G>(
+    threads: usize,
+    duration: Duration,
+    txns_per_thread: Option<u64>,
+    stats_before: Stats,
+    stats: impl Fn() -> Stats,
+    body: F,
+    finish: G,
+) -> RunStats
+where
+    F: Fn(usize, &mut u64) + Sync,
+    G: Fn(usize) + Sync,
+{
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let run_salt = RUNS.fetch_add(1, Ordering::Relaxed).wrapping_mul(0xD1B5_4A32_D192_ED03);
     let barrier = Barrier::new(threads + 1);
     let stop = AtomicBool::new(false);
+    let limit = txns_per_thread.unwrap_or(u64::MAX);
+    let done = AtomicUsize::new(0);
     let mut hist = Histogram::<u64>::new(3).expect("3 significant figures is a valid histogram");
     let mut committed = 0u64;
     let mut elapsed = Duration::ZERO;
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (barrier, stop, body, finish) = (&barrier, &stop, &body, &finish);
+                let (barrier, stop, body, finish, done) = (&barrier, &stop, &body, &finish, &done);
                 s.spawn(move || {
                     let mut h = Histogram::<u64>::new(3).expect("valid histogram");
                     let timer = Timer::new();
@@ -90,20 +129,29 @@ where
                     let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64) << 32 ^ run_salt;
                     let mut n = 0u64;
                     barrier.wait();
-                    while !stop.load(Ordering::Relaxed) {
+                    while n < limit && !stop.load(Ordering::Relaxed) {
                         let start = timer.now_ns();
                         body(t, &mut state);
                         let _ = h.record(timer.now_ns().saturating_sub(start));
                         n += 1;
                     }
                     finish(t);
+                    // Release: the driver's Acquire load sees every thread's work done.
+                    done.fetch_add(1, Ordering::Release);
                     (n, h)
                 })
             })
             .collect();
         barrier.wait();
         let start = Instant::now();
-        std::thread::sleep(duration);
+        if txns_per_thread.is_some() {
+            // Until every thread has run its transactions, or the duration caps the run.
+            while done.load(Ordering::Acquire) < threads && start.elapsed() < duration {
+                std::thread::sleep(COUNTED_POLL);
+            }
+        } else {
+            std::thread::sleep(duration);
+        }
         stop.store(true, Ordering::Relaxed);
         for handle in handles {
             if let Ok((n, h)) = handle.join() {

@@ -68,6 +68,11 @@ pub(crate) struct TpccArgs {
     /// and a 2 s run of 2 warehouses use about 1.5 GiB. 0: off.
     #[arg(long, default_value_t = 0, value_name = "MIB")]
     pretouch_mb: u64,
+    /// Stop each terminal after N transactions instead of at the end of --duration (which then
+    /// caps the run): one thread and one --seed run exactly the same transactions, so two
+    /// builds' instruction counts (callgrind) compare exactly.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    txns: Option<u64>,
 }
 
 /// The TPC-C configuration of the flags, for `threads_max` threads at most.
@@ -89,6 +94,7 @@ pub(crate) fn config(
         isolation: engine.isolation,
         versions: engine.versions,
         seed: engine.seed,
+        txns_per_thread: None,
         pretouch_bytes: 0,
     }
 }
@@ -120,6 +126,7 @@ pub(crate) fn run_tpcc(args: &TpccArgs) -> Result<(), CliError> {
     );
     cfg.duration = common.duration().unwrap_or(cfg.duration);
     cfg.pretouch_bytes = args.pretouch_mb << 20;
+    cfg.txns_per_thread = args.txns;
     let durability = args.engine.durability.durability()?;
     let runs =
         Runs { thread_counts, repetitions: args.measure.repetitions, durability: &durability };

@@ -64,7 +64,7 @@ use ordo::tree::BTree;
 use ordo::{Addr, Isolation, Ordo, Versions};
 use ordo_clock::Clock;
 
-use crate::driver::{RunStats, run_timed};
+use crate::driver::{RunStats, run_limited};
 use crate::error::BenchError;
 
 pub use check::{Violation, check, violations};
@@ -161,6 +161,9 @@ pub struct TpccConfig {
     pub versions: Versions,
     /// Seed of the loader and the terminals' input generators.
     pub seed: u64,
+    /// Stop each terminal after this many transactions (the duration then caps the run): a run
+    /// of exactly these transactions, whose instruction counts compare between builds.
+    pub txns_per_thread: Option<u64>,
     /// Fresh heap memory to fault in before loading ([`ordo::Ordo::pretouch_heap`]); 0 leaves
     /// it to the background prefaulter.
     pub pretouch_bytes: u64,
@@ -178,6 +181,7 @@ impl Default for TpccConfig {
             isolation: Isolation::StrictSerializable,
             versions: Versions::Single,
             seed: 1,
+            txns_per_thread: None,
             pretouch_bytes: 0,
         }
     }
@@ -422,9 +426,10 @@ pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
     let first_failure: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let before = tpcc.db.stats();
     let cpu_before = process_cpu_s();
-    let mut stats = run_timed(
+    let mut stats = run_limited(
         cfg.threads,
         cfg.duration,
+        cfg.txns_per_thread,
         before,
         || tpcc.db.stats(),
         |thread, _state| {

@@ -90,6 +90,32 @@ fn snapshot_isolation_run_stays_consistent() {
     assert_consistent(&t, "after an SI run");
 }
 
+/// A timed run told to stop each terminal after N transactions runs exactly N per terminal
+/// (rollbacks included) and ends when they are done, long before its duration cap; one
+/// without the limit runs until the duration.
+#[test]
+fn timed_run_with_a_transaction_limit_runs_exactly_that_many() {
+    let cfg = TpccConfig { warehouses: 1, ..tiny() };
+    let t = tpcc::load(LogicalClock::new(), &cfg, 1).unwrap();
+    let capped = TpccConfig {
+        threads: 2,
+        duration: Duration::from_secs(60),
+        txns_per_thread: Some(120),
+        ..cfg.clone()
+    };
+    let started = std::time::Instant::now();
+    let r = tpcc::run(&t, &capped);
+    assert!(started.elapsed() < Duration::from_secs(30), "the limit did not end the run");
+    assert_eq!(r.failed, 0, "{:?}", r.first_failure);
+    assert_eq!(r.run.committed + r.rollbacks, 240);
+    assert_eq!(r.committed_by_kind.iter().sum::<u64>(), r.run.committed);
+    let timed = TpccConfig { threads: 1, duration: Duration::from_millis(100), ..cfg };
+    let started = std::time::Instant::now();
+    tpcc::run(&t, &timed);
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    assert_consistent(&t, "after the counted runs");
+}
+
 /// Loads a fresh one-warehouse database for a corruption test.
 fn fresh() -> Tpcc<LogicalClock> {
     let cfg = TpccConfig { warehouses: 1, ..tiny() };
