@@ -10,7 +10,7 @@ set -euo pipefail
 BIN=$(realpath "$1"); TAG=$2; WH=${3:-2}; TXNS=${4:-20000}
 cd "${TMPDIR:-/tmp}"
 valgrind --tool=callgrind --callgrind-out-file=cg-$TAG.out --toggle-collect='*Terminal*one*' \
-  "$BIN" bench tpcc --mix no-pay --warehouses "$WH" --threads 1 --txns "$TXNS" --duration 1h \
+  "$BIN" bench tpcc --mix no-pay --warehouses "$WH" --threads 1 --txns "$TXNS" --duration 60m \
   --clock logical --repetitions 1 --json 2>/dev/null > cg-$TAG.json
 IR=$(grep -E '^(summary|totals):' cg-$TAG.out | head -1 | awk '{print $2}')
 python3 -c "
