@@ -170,7 +170,7 @@ impl Terminal {
                 _ => return Err(TxnError::Corrupt(format!("no row for w {w} d {d} c {c}"))),
             };
         let options = Options { will_write: true, ..Options::isolation(cfg.isolation) };
-        let Terminal { row, lines, bytes, .. } = self;
+        let Terminal { lines, bytes, .. } = self;
         let now = now_s();
         tpcc.db.run_with(options, |tx| {
             bytes.clear();
@@ -182,12 +182,16 @@ impl Terminal {
                 }
             }
             let w_tax = tx.read_view(wa, |v| v.word(warehouse::TAX))?.unwrap_or(0);
-            tx.read_with(da, |b| copy(row, b))?;
-            check_len(row, district::BYTES, da)?;
-            let o = get(row, district::NEXT_O_ID) as u32;
-            let d_tax = get(row, district::TAX);
-            set(row, district::NEXT_O_ID, u64::from(o) + 1);
-            tx.write_bytes(da, row)?;
+            // D_NEXT_O_ID taken where the transaction buffers the row.
+            let (o, d_tax) = tx
+                .update_words_len(da, |r, len| {
+                    (len == district::BYTES).then(|| {
+                        let o = r[district::NEXT_O_ID] as u32;
+                        r[district::NEXT_O_ID] = u64::from(o) + 1;
+                        (o, r[district::TAX])
+                    })
+                })?
+                .ok_or_else(|| corrupt("district", da))?;
             // Two fields of the 704-byte row, read in place.
             let (discount, _credit_bc) = tx
                 .read_view(ca, |v| {
@@ -241,26 +245,34 @@ impl Terminal {
                 let sa = tpcc
                     .stock_addr(line.supply_w, line.item)
                     .ok_or_else(|| TxnError::Corrupt(format!("no stock row {}", line.item)))?;
-                tx.read_with(sa, |b| copy(row, b))?;
-                check_len(row, stock::BYTES, sa)?;
-                let q = get(row, stock::QUANTITY);
+                // The STOCK row changed where the transaction buffers it (no copy out and
+                // back); S_DIST_xx and S_DATA read from it.
                 let qty = u64::from(line.quantity);
-                set(row, stock::QUANTITY, if q >= qty + 10 { q - qty } else { q + 91 - qty });
-                add(row, stock::YTD, qty);
-                add(row, stock::ORDER_CNT, 1);
-                if line.supply_w != w {
-                    add(row, stock::REMOTE_CNT, 1);
-                }
-                let _brand_generic = item_original
-                    && has_original(&row[stock::DATA..stock::DATA + stock::DATA_BYTES]);
+                let remote = line.supply_w != w;
                 let dist_at = stock::DIST + (d as usize - 1) * stock::DIST_BYTES;
+                let (dist, stock_original) = tx
+                    .update_words_len(sa, |s, len| {
+                        if len != stock::BYTES {
+                            return None;
+                        }
+                        let q = s[stock::QUANTITY];
+                        s[stock::QUANTITY] = if q >= qty + 10 { q - qty } else { q + 91 - qty };
+                        s[stock::YTD] = s[stock::YTD].wrapping_add(qty);
+                        s[stock::ORDER_CNT] = s[stock::ORDER_CNT].wrapping_add(1);
+                        if remote {
+                            s[stock::REMOTE_CNT] = s[stock::REMOTE_CNT].wrapping_add(1);
+                        }
+                        let dist: [u8; stock::DIST_BYTES] = word_bytes(s, dist_at)?;
+                        let data: [u8; 56] = word_bytes(s, stock::DATA)?;
+                        Some((dist, has_original(&data[..stock::DATA_BYTES])))
+                    })?
+                    .ok_or_else(|| corrupt("stock", sa))?;
+                let _brand_generic = item_original && stock_original;
                 // The line row, appended to the order's lines (stored together, `schema`).
                 let at = bytes.len();
                 bytes.resize(at + order_line::BYTES, 0);
                 let lrow = &mut bytes[at..];
-                lrow[order_line::DIST_INFO..order_line::DIST_INFO + 24]
-                    .copy_from_slice(&row[dist_at..dist_at + stock::DIST_BYTES]);
-                tx.write_bytes(sa, row)?;
+                lrow[order_line::DIST_INFO..order_line::DIST_INFO + 24].copy_from_slice(&dist);
                 let amount = i64::from(line.quantity) * price;
                 total += amount;
                 let number = n as u32 + 1;
@@ -337,22 +349,38 @@ impl Terminal {
             h_data[at..at + d_name.len()].copy_from_slice(d_name);
 
             let ca = find_customer(tpcc, tx, c_w, c_d, by, name, addrs)?;
-            tx.read_with(ca, |b| copy(row, b))?;
-            check_len(row, customer::BYTES, ca)?;
-            let c = get(row, customer::ID) as u32;
-            add_i(row, customer::BALANCE, -amount);
-            add_i(row, customer::YTD_PAYMENT, amount);
-            add(row, customer::PAYMENT_CNT, 1);
-            if get_str(row, customer::CREDIT, 2) == b"BC" {
-                // C_DATA = "C_ID C_D_ID C_W_ID D_ID W_ID H_AMOUNT | " ++ old C_DATA, truncated.
-                let old = get_str(row, customer::DATA, customer::DATA_BYTES).to_vec();
-                let mut data =
-                    format!("{c} {c_d} {c_w} {d} {w} {}.{:02} | ", amount / 100, amount % 100)
-                        .into_bytes();
-                data.extend_from_slice(&old);
-                set_str(row, customer::DATA, customer::DATA_BYTES, &data);
+            // The balance fields changed where the transaction buffers the row.
+            let (c, bad_credit) = tx
+                .update_words_len(ca, |r, len| {
+                    if len != customer::BYTES {
+                        return None;
+                    }
+                    let money = |v: u64, delta: i64| (v as i64).wrapping_add(delta) as u64;
+                    r[customer::BALANCE] = money(r[customer::BALANCE], -amount);
+                    r[customer::YTD_PAYMENT] = money(r[customer::YTD_PAYMENT], amount);
+                    r[customer::PAYMENT_CNT] = r[customer::PAYMENT_CNT].wrapping_add(1);
+                    let credit = r[customer::CREDIT / 8].to_le_bytes();
+                    let at = customer::CREDIT % 8;
+                    Some((r[customer::ID] as u32, &credit[at..at + 2] == b"BC"))
+                })?
+                .ok_or_else(|| corrupt("customer", ca))?;
+            if bad_credit {
+                // C_DATA = "C_ID C_D_ID C_W_ID D_ID W_ID H_AMOUNT | " ++ old C_DATA, truncated;
+                // the field is not word-aligned, so the row is edited as bytes.
+                tx.update_words(ca, |r| {
+                    row.clear();
+                    row.extend(r.iter().flat_map(|w| w.to_le_bytes()));
+                    let old = get_str(row, customer::DATA, customer::DATA_BYTES).to_vec();
+                    let mut data =
+                        format!("{c} {c_d} {c_w} {d} {w} {}.{:02} | ", amount / 100, amount % 100)
+                            .into_bytes();
+                    data.extend_from_slice(&old);
+                    set_str(row, customer::DATA, customer::DATA_BYTES, &data);
+                    for (w, chunk) in r.iter_mut().zip(row.chunks_exact(8)) {
+                        *w = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+                    }
+                })?;
             }
-            tx.write_bytes(ca, row)?;
 
             let mut h = [0u8; history::BYTES];
             for (field, v) in [
@@ -547,6 +575,18 @@ impl Terminal {
 }
 
 /// Copies `src` into the reusable buffer `dst`.
+/// The `N` bytes at byte `at` (a multiple of 8) of a row given as little-endian words, as
+/// [`Tx::update_words`] gives it; `None` past the row's end.
+fn word_bytes<const N: usize>(words: &[u64], at: usize) -> Option<[u8; N]> {
+    debug_assert!(at.is_multiple_of(8) && N.is_multiple_of(8));
+    let mut out = [0u8; N];
+    let src = words.get(at / 8..at / 8 + N / 8)?;
+    for (chunk, w) in out.chunks_exact_mut(8).zip(src) {
+        chunk.copy_from_slice(&w.to_le_bytes());
+    }
+    Some(out)
+}
+
 fn copy(dst: &mut Vec<u8>, src: &[u8]) {
     dst.clear();
     dst.extend_from_slice(src);

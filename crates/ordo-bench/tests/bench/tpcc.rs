@@ -3,8 +3,11 @@
 //! parameters are typed errors.
 #![allow(clippy::unwrap_used)]
 
+use std::ops::Bound::Unbounded;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
+use ordo::tree::Direction;
 use ordo::{AbortKind, Error, Isolation};
 use ordo_bench::error::BenchError;
 use ordo_bench::tpcc::{self, Kind, Mix, Tpcc, TpccConfig, schema};
@@ -114,6 +117,146 @@ fn timed_run_with_a_transaction_limit_runs_exactly_that_many() {
     tpcc::run(&t, &timed);
     assert!(started.elapsed() >= Duration::from_millis(100));
     assert_consistent(&t, "after the counted runs");
+}
+
+/// Payment's effect on the CUSTOMER rows (clause 2.5.2.2), row by row: after a run, every
+/// customer's balance fell by exactly what its year-to-date payment rose, its payment count rose
+/// by the payments it received (all of them: the Payments committed); a good-credit customer's C_DATA is unchanged, and a bad-credit
+/// one paid at least once has C_DATA starting with the newest payment's
+/// "C_ID C_D_ID C_W_ID D_ID W_ID" entry and still holding its old data (truncated to 500 bytes).
+/// The other columns are unchanged.
+#[test]
+fn payments_change_exactly_the_customer_columns_they_should() {
+    use schema::customer;
+    let cfg = TpccConfig { warehouses: 2, ..tiny() };
+    let t = tpcc::load(LogicalClock::new(), &cfg, 2).unwrap();
+    let read_row = |a: ordo::Addr| t.db.run(|tx| tx.read_with(a, |b| b.to_vec())).unwrap();
+    let mut before = Vec::new();
+    for w in 1..=cfg.warehouses {
+        for d in 1..=schema::DISTRICTS {
+            for c in 1..=cfg.customers_per_district {
+                let a = t.customer_addr(w, d, c).unwrap();
+                before.push((c, a, read_row(a)));
+            }
+        }
+    }
+    let run = TpccConfig { threads: 2, seed: 5, ..cfg.clone() };
+    let r = tpcc::run_counted(&t, &run, 400).unwrap();
+    let (mut paid, mut bad_credit_paid, mut payments_all) = (0, 0, 0);
+    for (c, a, old) in before {
+        let new = read_row(a);
+        assert_eq!(new.len(), customer::BYTES);
+        let money = |row: &[u8], i| schema::get(row, i) as i64;
+        let payments =
+            schema::get(&new, customer::PAYMENT_CNT) - schema::get(&old, customer::PAYMENT_CNT);
+        let ytd = money(&new, customer::YTD_PAYMENT) - money(&old, customer::YTD_PAYMENT);
+        let balance = money(&new, customer::BALANCE) - money(&old, customer::BALANCE);
+        assert_eq!(balance, -ytd, "customer {c}: balance and YTD payment disagree");
+        // H_AMOUNT is 1.00 to 5,000.00 (clause 2.5.1.3), in cents.
+        let (least, most) = (100 * payments as i64, 500_000 * payments as i64);
+        assert!((least..=most).contains(&ytd), "customer {c}: {payments} payments of {ytd}");
+        let data = |row: &[u8]| row[customer::DATA..customer::DATA + customer::DATA_BYTES].to_vec();
+        let bad = schema::get_str(&new, customer::CREDIT, 2) == b"BC";
+        if payments > 0 {
+            paid += 1;
+        }
+        payments_all += payments;
+        if bad && payments > 0 {
+            bad_credit_paid += 1;
+            let (id, d, w) = (
+                schema::get(&new, customer::ID),
+                schema::get(&new, customer::D_ID),
+                schema::get(&new, customer::W_ID),
+            );
+            let text = String::from_utf8_lossy(&data(&new)).into_owned();
+            let prefix = format!("{id} {d} {w} ");
+            assert!(text.starts_with(&prefix), "customer {c}: C_DATA {text:?}");
+            let old_data = schema::get_str(&old, customer::DATA, customer::DATA_BYTES);
+            let kept = &old_data[..old_data.len().min(100)];
+            assert!(
+                data(&new).windows(kept.len()).any(|x| x == kept),
+                "customer {c}: old C_DATA lost"
+            );
+        } else {
+            assert_eq!(data(&new), data(&old), "customer {c}: C_DATA changed");
+        }
+        // Every other column as loaded.
+        let mut masked = [new.clone(), old.clone()];
+        for row in &mut masked {
+            for i in [customer::BALANCE, customer::YTD_PAYMENT, customer::PAYMENT_CNT] {
+                schema::set(row, i, 0);
+            }
+            row[customer::DATA..customer::DATA + customer::DATA_BYTES].fill(0);
+            // Delivery (not in this mix) would change these; NewOrder and Payment do not.
+        }
+        assert_eq!(masked[0], masked[1], "customer {c}: another column changed");
+    }
+    assert_eq!(payments_all, r.committed_by_kind[Kind::Payment as usize], "payment counts");
+    assert!(paid > 50, "only {paid} customers paid");
+    assert!(bad_credit_paid > 0, "no bad-credit customer paid");
+}
+
+/// NewOrder's effect on the STOCK rows (clause 2.4.2.2), row by row: after a run, each row's
+/// S_ORDER_CNT rose by the order lines of the new orders supplied from it, S_YTD by their
+/// quantities, S_REMOTE_CNT by those of another warehouse's orders; S_QUANTITY stays in
+/// 10..=100; every other column is unchanged.
+#[test]
+fn new_orders_change_exactly_the_stock_columns_they_should() {
+    use schema::{order_line, stock};
+    use std::collections::HashMap;
+    let cfg = TpccConfig { warehouses: 2, ..tiny() };
+    let t = tpcc::load(LogicalClock::new(), &cfg, 2).unwrap();
+    let read_row = |a: ordo::Addr| t.db.run(|tx| tx.read_with(a, |b| b.to_vec())).unwrap();
+    let mut before = Vec::new();
+    for w in 1..=cfg.warehouses {
+        for i in 1..=cfg.items {
+            let a = t.stock_addr(w, i).unwrap();
+            before.push(((w, i), a, read_row(a)));
+        }
+    }
+    let run = TpccConfig { threads: 2, seed: 9, ..cfg.clone() };
+    let r = tpcc::run_counted(&t, &run, 400).unwrap();
+    assert!(r.committed_by_kind[Kind::NewOrder as usize] > 100);
+    // (count, quantity, remote) per (supply warehouse, item), from the new orders' lines (the
+    // loaded orders are 1..=customers_per_district).
+    let mut want: HashMap<(u64, u64), (u64, u64, u64)> = HashMap::new();
+    t.db.run(|tx| {
+        t.order_lines().range(tx, Unbounded, Unbounded, Direction::Forward, None, |_, v| {
+            for line in schema::order_line::rows(v).unwrap() {
+                let get = |i| schema::get(line, i);
+                if get(order_line::O_ID) <= u64::from(cfg.customers_per_district) {
+                    continue;
+                }
+                let e =
+                    want.entry((get(order_line::SUPPLY_W_ID), get(order_line::I_ID))).or_default();
+                e.0 += 1;
+                e.1 += get(order_line::QUANTITY);
+                e.2 += u64::from(get(order_line::SUPPLY_W_ID) != get(order_line::W_ID));
+            }
+            ControlFlow::Continue(())
+        })
+    })
+    .unwrap();
+    let lines: u64 = want.values().map(|e| e.0).sum();
+    assert!(lines > 500, "only {lines} new order lines");
+    for ((w, i), a, old) in before {
+        let new = read_row(a);
+        let delta = |f| schema::get(&new, f).wrapping_sub(schema::get(&old, f));
+        let (count, quantity, remote) =
+            want.get(&(u64::from(w), u64::from(i))).copied().unwrap_or_default();
+        assert_eq!(delta(stock::ORDER_CNT), count, "stock ({w}, {i}): S_ORDER_CNT");
+        assert_eq!(delta(stock::YTD), quantity, "stock ({w}, {i}): S_YTD");
+        assert_eq!(delta(stock::REMOTE_CNT), remote, "stock ({w}, {i}): S_REMOTE_CNT");
+        let q = schema::get(&new, stock::QUANTITY);
+        assert!((10..=100).contains(&q), "stock ({w}, {i}): S_QUANTITY {q}");
+        let mut masked = [new.clone(), old.clone()];
+        for row in &mut masked {
+            for f in [stock::QUANTITY, stock::YTD, stock::ORDER_CNT, stock::REMOTE_CNT] {
+                schema::set(row, f, 0);
+            }
+        }
+        assert_eq!(masked[0], masked[1], "stock ({w}, {i}): another column changed");
+    }
 }
 
 /// Loads a fresh one-warehouse database for a corruption test.

@@ -775,6 +775,16 @@ impl<'db, C: Clock> Tx<'db, C> {
         addr: Addr,
         f: impl FnOnce(&mut [u64]) -> R,
     ) -> Result<R, Error> {
+        self.update_words_len(addr, |words, _| f(words))
+    }
+
+    /// [`Tx::update_words`], and `f` also gets the object's length in bytes (which its words
+    /// round up), to check that `addr` holds what the caller expects before changing it.
+    pub fn update_words_len<R>(
+        &mut self,
+        addr: Addr,
+        f: impl FnOnce(&mut [u64], usize) -> R,
+    ) -> Result<R, Error> {
         self.check_live()?;
         if self.read_only {
             return Err(Error::ReadOnly { addr });
@@ -796,7 +806,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             }
         };
         let words = self.w().writes.data_mut(i);
-        let r = f(words);
+        let r = f(words, len_bytes);
         if let (Some(last), tail @ 1..) = (words.last_mut(), len_bytes % 8) {
             *last &= u64::MAX >> (64 - 8 * tail);
         }

@@ -252,6 +252,17 @@ fn update_words_changes_objects_in_place() {
         Ok::<_, Error>(())
     })
     .unwrap();
+    // `update_words_len` gives the length in bytes, read from the heap and from the
+    // transaction's own write alike.
+    let lens = db
+        .run(|tx| {
+            let first = tx.update_words_len(odd, |w, len| (w.len(), len))?;
+            let again = tx.update_words_len(odd, |w, len| (w.len(), len))?;
+            let words = tx.update_words_len(a, |w, len| (w.len(), len))?;
+            Ok::<_, Error>([first, again, words])
+        })
+        .unwrap();
+    assert_eq!(lens, [(1, 5), (1, 5), (3, 24)]);
 
     // Refusals: a freed object, a read-only transaction, a bad address.
     db.run(|tx| {
