@@ -72,31 +72,17 @@ where
     F: Fn(usize, &mut u64) + Sync,
     G: Fn(usize) + Sync,
 {
-    run_until(threads, duration, None, stats_before, stats, body, finish)
-}
-
-/// [`run_timed`], but each thread stops after `txns_per_thread` calls of `body` when that is
-/// given (`duration` then only caps the run), and the run ends when the last thread does: a run
-/// of exactly these transactions, whose instruction counts compare between builds (one thread,
-/// one seed), as DBx1000's `MAX_TXN_PER_PART` does.
-pub fn run_limited<F>(
-    threads: usize,
-    duration: Duration,
-    txns_per_thread: Option<u64>,
-    stats_before: Stats,
-    stats: impl Fn() -> Stats,
-    body: F,
-) -> RunStats
-where
-    F: Fn(usize, &mut u64) + Sync,
-{
-    run_until(threads, duration, txns_per_thread, stats_before, stats, body, |_| {})
+    run_limited(threads, duration, None, stats_before, stats, body, finish)
 }
 
 /// How often the driver looks whether every thread of a counted run has finished.
 const COUNTED_POLL: Duration = Duration::from_micros(200);
 
-fn run_until<F, G>(
+/// [`run_timed_then`], but each thread stops after `txns_per_thread` calls of `body` when that
+/// is given (`duration` then only caps the run), and the run ends when the last thread does: a
+/// run of exactly these transactions, whose instruction counts compare between builds (one
+/// thread, one seed), as DBx1000's `MAX_TXN_PER_PART` does.
+pub fn run_limited<F, G>(
     threads: usize,
     duration: Duration,
     txns_per_thread: Option<u64>,

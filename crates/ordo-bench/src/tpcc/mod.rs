@@ -448,6 +448,7 @@ pub fn run<C: Clock>(tpcc: &Tpcc<C>, cfg: &TpccConfig) -> TpccRun {
                 }
             });
         },
+        |_| {},
     );
     let sum = |f: &dyn Fn(&TerminalCounters) -> &AtomicU64| -> u64 {
         counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
