@@ -574,7 +574,6 @@ impl Terminal {
     }
 }
 
-/// Copies `src` into the reusable buffer `dst`.
 /// The `N` bytes at byte `at` (a multiple of 8) of a row given as little-endian words, as
 /// [`Tx::update_words`] gives it; `None` past the row's end.
 fn word_bytes<const N: usize>(words: &[u64], at: usize) -> Option<[u8; N]> {
@@ -587,6 +586,7 @@ fn word_bytes<const N: usize>(words: &[u64], at: usize) -> Option<[u8; N]> {
     Some(out)
 }
 
+/// Copies `src` into the reusable buffer `dst`.
 fn copy(dst: &mut Vec<u8>, src: &[u8]) {
     dst.clear();
     dst.extend_from_slice(src);
