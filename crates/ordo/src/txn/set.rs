@@ -10,7 +10,7 @@ use crate::object::{Expect, Header};
 const RECENT_READS: usize = 8;
 
 /// Linear lookups are used below this many entries; a hash index above it.
-const INDEX_THRESHOLD: usize = 32;
+const INDEX_THRESHOLD: usize = 16;
 
 /// One object read: the version it was read at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +72,7 @@ pub struct WriteSet {
 
 /// Bits of [`WriteSet::filter`]: 256, so that a set of TPC-C NewOrder's ~20 writes sends about
 /// one lookup in thirteen of an address it does not hold to a search (one word sent one in
-/// four, each then scanning the set).
+/// four).
 type Filter = [u64; 4];
 
 /// The [`WriteSet::filter`] word and bit of `addr`: the top eight bits of a multiplicative
