@@ -119,6 +119,19 @@ fn timed_run_with_a_transaction_limit_runs_exactly_that_many() {
     assert_consistent(&t, "after the counted runs");
 }
 
+/// The bytes of the object at `a`, read in a transaction of its own.
+fn read_row<C: Clock>(t: &Tpcc<C>, a: ordo::Addr) -> Vec<u8> {
+    t.db.run(|tx| tx.read_with(a, |b| b.to_vec())).unwrap()
+}
+
+/// Each `(id, address)` with the row's bytes now, to compare with after a run.
+fn rows_of<C: Clock, I>(
+    t: &Tpcc<C>,
+    ids: impl Iterator<Item = (I, ordo::Addr)>,
+) -> Vec<(I, ordo::Addr, Vec<u8>)> {
+    ids.map(|(id, a)| (id, a, read_row(t, a))).collect()
+}
+
 /// Payment's effect on the CUSTOMER rows (clause 2.5.2.2), row by row: after a run, every
 /// customer's balance fell by exactly what its year-to-date payment rose, its payment count rose
 /// by the payments it received (all of them: the Payments committed); a good-credit customer's C_DATA is unchanged, and a bad-credit
@@ -130,21 +143,18 @@ fn payments_change_exactly_the_customer_columns_they_should() {
     use schema::customer;
     let cfg = TpccConfig { warehouses: 2, ..tiny() };
     let t = tpcc::load(LogicalClock::new(), &cfg, 2).unwrap();
-    let read_row = |a: ordo::Addr| t.db.run(|tx| tx.read_with(a, |b| b.to_vec())).unwrap();
-    let mut before = Vec::new();
-    for w in 1..=cfg.warehouses {
-        for d in 1..=schema::DISTRICTS {
-            for c in 1..=cfg.customers_per_district {
-                let a = t.customer_addr(w, d, c).unwrap();
-                before.push((c, a, read_row(a)));
-            }
-        }
-    }
+    let tr = &t;
+    let ids = (1..=cfg.warehouses).flat_map(|w| {
+        (1..=schema::DISTRICTS).flat_map(move |d| {
+            (1..=cfg.customers_per_district).map(move |c| (c, tr.customer_addr(w, d, c).unwrap()))
+        })
+    });
+    let before = rows_of(&t, ids);
     let run = TpccConfig { threads: 2, seed: 5, ..cfg.clone() };
     let r = tpcc::run_counted(&t, &run, 400).unwrap();
     let (mut paid, mut bad_credit_paid, mut payments_all) = (0, 0, 0);
     for (c, a, old) in before {
-        let new = read_row(a);
+        let new = read_row(&t, a);
         assert_eq!(new.len(), customer::BYTES);
         let money = |row: &[u8], i| schema::get(row, i) as i64;
         let payments =
@@ -206,14 +216,10 @@ fn new_orders_change_exactly_the_stock_columns_they_should() {
     use std::collections::HashMap;
     let cfg = TpccConfig { warehouses: 2, ..tiny() };
     let t = tpcc::load(LogicalClock::new(), &cfg, 2).unwrap();
-    let read_row = |a: ordo::Addr| t.db.run(|tx| tx.read_with(a, |b| b.to_vec())).unwrap();
-    let mut before = Vec::new();
-    for w in 1..=cfg.warehouses {
-        for i in 1..=cfg.items {
-            let a = t.stock_addr(w, i).unwrap();
-            before.push(((w, i), a, read_row(a)));
-        }
-    }
+    let tr = &t;
+    let ids = (1..=cfg.warehouses)
+        .flat_map(|w| (1..=cfg.items).map(move |i| ((w, i), tr.stock_addr(w, i).unwrap())));
+    let before = rows_of(&t, ids);
     let run = TpccConfig { threads: 2, seed: 9, ..cfg.clone() };
     let r = tpcc::run_counted(&t, &run, 400).unwrap();
     assert!(r.committed_by_kind[Kind::NewOrder as usize] > 100);
@@ -240,7 +246,7 @@ fn new_orders_change_exactly_the_stock_columns_they_should() {
     let lines: u64 = want.values().map(|e| e.0).sum();
     assert!(lines > 500, "only {lines} new order lines");
     for ((w, i), a, old) in before {
-        let new = read_row(a);
+        let new = read_row(&t, a);
         let delta = |f| schema::get(&new, f).wrapping_sub(schema::get(&old, f));
         let (count, quantity, remote) =
             want.get(&(u64::from(w), u64::from(i))).copied().unwrap_or_default();
