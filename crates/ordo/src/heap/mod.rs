@@ -703,10 +703,8 @@ impl Heap {
         if obj.capacity_bytes() < len_bytes {
             return Err(Error::CorruptObject { addr, len_bytes });
         }
-        if obj.header().ts() >= wts && obj.header().raw() != 0 {
-            return Ok(()); // a newer version arrived first
-        }
-        obj.overwrite(wts, allocated, len_bytes, payload);
+        // Skipped when a newer version arrived first; checked and installed as one step.
+        obj.overwrite_if_newer(wts, allocated, len_bytes, payload);
         Ok(())
     }
 

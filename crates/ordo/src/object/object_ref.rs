@@ -220,22 +220,57 @@ impl<'a> ObjectRef<'a> {
         self.words[0].store(Header::version(wts, allocated).raw(), Ordering::Release);
     }
 
-    /// Replaces the head version by `wts` without a transaction's lock: a backup applying a
-    /// committed write (Cluster II). Sets LOCK first (`AcqRel` swap, as `try_lock` would), so a
-    /// concurrent reader retries instead of seeing a torn image, then installs.
+    /// Replaces the head version by `wts` unless the head is already at `wts` or newer: a
+    /// backup applying a committed write (Cluster II). Returns whether it installed.
+    ///
+    /// The check and the install are one step: the head is locked by a CAS from exactly the
+    /// header that was checked (as `try_lock` does), so a concurrent reader retries instead of
+    /// seeing a torn image, and of two concurrent overwrites of one object — TRUNCATEs of two
+    /// transactions that wrote it, served on two threads — the older can neither install over
+    /// the newer nor interleave its words with it. A header that is never allocated (raw 0)
+    /// takes any version. On a backup copy the lock is only ever held by another overwrite,
+    /// for the length of one copy, so a locked head is waited for.
     #[cfg(not(loom))] // used by the heap, which the loom build leaves out
     #[inline]
-    pub(crate) fn overwrite(
+    pub(crate) fn overwrite_if_newer(
         self,
         wts: Timestamp,
         allocated: bool,
         len_bytes: usize,
         payload: &[u64],
-    ) {
-        let old = self.words[0].load(Ordering::Relaxed);
-        // AcqRel: as try_lock's CAS; pairs with readers' Acquire loads of word 0.
-        self.words[0].swap(old | LOCK_BIT, Ordering::AcqRel);
-        self.install(wts, allocated, len_bytes, 0, payload);
+    ) -> bool {
+        let mut spins = 0u32;
+        loop {
+            let current = Header(self.words[0].load(Ordering::Relaxed));
+            if current.is_locked() {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            if current.raw() != 0 && current.ts() >= wts {
+                return false; // a newer version arrived first
+            }
+            // Acquire: as try_lock's CAS; pairs with the Release store of the overwrite (or
+            // install) that wrote `current`, so this one is ordered after it.
+            if self.words[0]
+                .compare_exchange(
+                    current.raw(),
+                    current.raw() | LOCK_BIT,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                // Release fence: pairs with the Acquire fence in read_view(), as in try_lock().
+                fence(Ordering::Release);
+                self.install(wts, allocated, len_bytes, 0, payload);
+                return true;
+            }
+        }
     }
 
     /// The length of the head version; meaningful while the caller holds the lock.
