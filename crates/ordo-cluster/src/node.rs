@@ -562,8 +562,7 @@ impl Handler for NodeHandler {
                 if let Some(e) = s.not_primary(addr.region()) {
                     return e;
                 }
-                let read =
-                    ReadEntry { addr, header: ordo::object::Header::from_raw(header), len_bytes };
+                let read = ReadEntry::new(addr, ordo::object::Header::from_raw(header), len_bytes);
                 match s.db.serve_still_newest(&read, ordo_clock::Timestamp::from_nanos(rts)) {
                     Ok(flag) => Body::Done { flag },
                     Err(e) => declined(&e),
@@ -604,10 +603,12 @@ impl Handler for NodeHandler {
                 }
                 let reads: Vec<ReadEntry> = reads
                     .chunks_exact(3)
-                    .map(|r| ReadEntry {
-                        addr: ordo::Addr::from_raw(r[0]),
-                        header: ordo::object::Header::from_raw(r[1]),
-                        len_bytes: u32::try_from(r[2]).unwrap_or(u32::MAX),
+                    .map(|r| {
+                        ReadEntry::new(
+                            ordo::Addr::from_raw(r[0]),
+                            ordo::object::Header::from_raw(r[1]),
+                            u32::try_from(r[2]).unwrap_or(u32::MAX),
+                        )
                     })
                     .collect();
                 if let Some(e) = reads.iter().find_map(|r| s.not_primary(r.addr.region())) {

@@ -650,7 +650,7 @@ impl Remote for RemoteOwners {
                 }
                 out.clear();
                 out.extend_from_slice(&words);
-                Ok(ReadEntry { addr, header: ordo::object::Header::from_raw(header), len_bytes })
+                Ok(ReadEntry::new(addr, ordo::object::Header::from_raw(header), len_bytes))
             }
             other => Err(Self::unexpected(other, region, step)),
         }

@@ -322,7 +322,7 @@ fn validate_by_owner<S: Participants>(
     writes: &WriteSet,
 ) -> Result<(), Error> {
     let mut owned: Vec<ReadEntry> =
-        reads.iter().filter(|r| writes.find(r.addr).is_none()).copied().collect();
+        reads.iter().filter(|r| !r.written && writes.find(r.addr).is_none()).copied().collect();
     owned.sort_by_key(|r| set.route(r.addr));
     for run in owned.chunk_by(|a, b| set.route(a.addr) == set.route(b.addr)) {
         set.owner_of(run[0].addr).validate(run, writes)?;
@@ -518,11 +518,11 @@ mod expectation_tests {
                 // Objects 0, 2, 4, … (and unwritten ones past the writes) are read, twice.
                 if k % 2 == 0 {
                     let header = version(10 + k);
-                    reads.push(ReadEntry { addr: addr(k), header, len_bytes: 8 });
+                    reads.push(ReadEntry::new(addr(k), header, 8));
                 }
             }
             for k in (0..writes_n).step_by(2) {
-                reads.push(ReadEntry { addr: addr(k), header: version(500 + k), len_bytes: 8 });
+                reads.push(ReadEntry::new(addr(k), version(500 + k), 8));
             }
             set_expectations(rts, &reads, &mut writes);
             for k in 0..writes_n {

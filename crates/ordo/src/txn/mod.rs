@@ -744,8 +744,9 @@ impl<'db, C: Clock> Tx<'db, C> {
             return Ok(());
         }
         // A read-modify-write already knows the length; a blind write looks it up.
-        let len_bytes = match self.w().reads.recent(addr) {
-            Some(r) if r.header.is_allocated() => r.len_bytes as usize,
+        let recent = self.w().reads.recent(addr);
+        let len_bytes = match recent {
+            Some((_, r)) if r.header.is_allocated() => r.len_bytes as usize,
             Some(_) => return Err(Error::NotAllocated { addr }),
             None => self.peek_len(addr)?,
         };
@@ -753,7 +754,11 @@ impl<'db, C: Clock> Tx<'db, C> {
             return Err(Error::WrongSize { addr, len_bytes, got_bytes: len_bytes_new });
         }
         let expect = crate::object::Expect::NotAfter(self.rts);
-        fill(&mut self.w().writes, Err(expect));
+        let w = self.w();
+        fill(&mut w.writes, Err(expect));
+        if let Some((i, _)) = recent {
+            w.reads.mark_written(i);
+        }
         self.written();
         Ok(())
     }
@@ -801,6 +806,9 @@ impl<'db, C: Clock> Tx<'db, C> {
                 let words = &w.scratch[..len_bytes.div_ceil(8)];
                 let expect = crate::object::Expect::NotAfter(rts);
                 let i = w.writes.push_words(addr, WriteKind::Update, words, len_bytes, expect);
+                if let Some(last) = w.reads.last() {
+                    w.reads.mark_written(last); // the read just recorded
+                }
                 self.written();
                 (i, len_bytes)
             }

@@ -21,6 +21,20 @@ pub struct ReadEntry {
     pub header: Header,
     /// Its payload length when read.
     pub len_bytes: u32,
+    /// Whether this transaction buffered a write of the object after reading it (set by the
+    /// transaction when it buffers the write). Commit validation skips such a read without
+    /// looking the object up in the write set: the transaction locks what it writes, and VALIDATE
+    /// passes every object it holds locked (whose version its lock checked). A read built
+    /// elsewhere (a frame, a test) is not marked, and is looked up as before.
+    pub written: bool,
+}
+
+impl ReadEntry {
+    /// An unmarked read of `addr` at `header`, `len_bytes` long.
+    #[inline]
+    pub fn new(addr: Addr, header: Header, len_bytes: u32) -> Self {
+        ReadEntry { addr, header, len_bytes, written: false }
+    }
 }
 
 /// What a write-set entry does to its object.
@@ -350,10 +364,21 @@ impl ReadSet {
     pub(crate) fn push(&mut self, e: ReadEntry) {
         self.entries.push(e);
     }
-    /// The most recent read of `addr` among the last `RECENT_READS` reads: cheap enough for
-    /// every write, and it covers the common read-modify-write.
-    pub(crate) fn recent(&self, addr: Addr) -> Option<ReadEntry> {
-        self.entries.iter().rev().take(RECENT_READS).find(|e| e.addr == addr).copied()
+    /// The most recent read of `addr` among the last `RECENT_READS` reads, and its position:
+    /// cheap enough for every write, and it covers the common read-modify-write.
+    pub(crate) fn recent(&self, addr: Addr) -> Option<(usize, ReadEntry)> {
+        let n = self.entries.len();
+        let back = self.entries.iter().rev().take(RECENT_READS).position(|e| e.addr == addr)?;
+        Some((n - 1 - back, self.entries[n - 1 - back]))
+    }
+    /// Marks read `i` as one of an object the transaction now writes ([`ReadEntry::written`]).
+    /// Call it only once the write is buffered: commit validation then skips the read.
+    pub(crate) fn mark_written(&mut self, i: usize) {
+        self.entries[i].written = true;
+    }
+    /// The position of the newest read.
+    pub(crate) fn last(&self) -> Option<usize> {
+        self.entries.len().checked_sub(1)
     }
 }
 

@@ -113,7 +113,7 @@ impl<'h> LocalParticipant<'h> {
             }
         };
         if head.header.ts() <= at.rts {
-            return Ok(ReadEntry { addr, header: head.header, len_bytes: head.len_bytes as u32 });
+            return Ok(ReadEntry::new(addr, head.header, head.len_bytes as u32));
         }
         Self::read_old(versions, addr, head.header, head.ovp, at.rts, at.old_versions, out)
     }
@@ -135,9 +135,7 @@ impl<'h> LocalParticipant<'h> {
         let too_new = Abort::TooNew { addr, version: head.ts(), rts };
         match versions {
             Some(arena) if old_versions => match arena.find(ovp, rts, out) {
-                Ok(Some(old)) => {
-                    Ok(ReadEntry { addr, header: old.header, len_bytes: old.len_bytes as u32 })
-                }
+                Ok(Some(old)) => Ok(ReadEntry::new(addr, old.header, old.len_bytes as u32)),
                 Ok(None) => Err(too_new.into()),
                 Err(Recycled) => Err(Error::VersionRecycled { addr }),
             },
@@ -226,7 +224,7 @@ impl Participant for LocalParticipant<'_> {
         if snap.header.ts() > at.rts {
             return Self::read_view_old(self.heap, self.versions, addr, at, out, f);
         }
-        Ok((ReadEntry { addr, header: snap.header, len_bytes: snap.len_bytes as u32 }, r))
+        Ok((ReadEntry::new(addr, snap.header, snap.len_bytes as u32), r))
     }
 
     #[inline]
@@ -308,6 +306,10 @@ impl Participant for LocalParticipant<'_> {
 
     fn validate(&self, reads: &[ReadEntry], writes: &WriteSet) -> Result<(), Error> {
         for r in reads {
+            if r.written {
+                // Written, so locked by this transaction: passes, as below (found in `writes`).
+                continue;
+            }
             let unchanged = self.heap.object(r.addr).map(|o| o.validate(r.header)).unwrap_or(false);
             // An object this transaction writes is locked by it, so its check fails here; the
             // lock's `expect` checked its version. Looked up only then: most reads are of
