@@ -132,6 +132,20 @@
 //! forgets the tree's memo first, so a leaf emptied into a sibling and freed is never read as a
 //! key's home (`tests/indexes/tree_memo.rs` fails without either rule).
 //!
+//! ## Growing ranges: the worker's hints
+//! An insert into a range that grows at its end — an id sequence, TPC-C's orders of a district —
+//! goes to the leaf the previous insert went to, in a later transaction, where the memo is gone.
+//! Each worker keeps a few such leaves (`crate::txn::hints`) with the keys the path routed to
+//! them (the separators around the path, collected by the descent) and the version the leaf got
+//! when the inserting transaction committed. An insert, update or removal whose key is in a
+//! hinted range reads that leaf alone, and uses it only if it still has exactly that version
+//! (or, within the attempt that wrote it, is among its writes): a leaf's key range changes only
+//! by a split, merge or redistribution, which writes the leaf (or frees it), so an unchanged
+//! version is an unchanged range. A change that stays in the leaf keeps the hint current; one
+//! that does not descends, as from the memo, and a split, merge or redistribution drops the
+//! attempt's own hints of the tree. A tree whose hints keep failing (keys inserted at random)
+//! goes without them for a while. `tests/indexes/tree_hints.rs` fails without each of these rules.
+//!
 //! ## Scans
 //! [`BTree::range`] descends once to the first leaf of the range (the last, backward) and then
 //! follows the leaf links, calling a closure per entry until the bound, a limit, or the closure

@@ -31,6 +31,7 @@ use ordo_clock::Clock;
 use crate::addr::Addr;
 use crate::error::Error;
 use crate::txn::Tx;
+use crate::txn::hints::{Bound, Range};
 use crate::txn::memo::key_hash;
 
 use super::layout::{
@@ -118,16 +119,20 @@ fn check_value(value: &[u8]) -> Result<(), Error> {
 
 /// Reads the path from the root to `key`'s leaf: routes through each internal node in the read
 /// buffer (read up to its data end, `Tx::read_used_with`, no copy kept) and copies the leaf
-/// ([`read_leaf_bytes`]). Returns the geometry, the internal nodes (root first) and the leaf.
+/// ([`read_leaf_bytes`]). Returns the geometry, the internal nodes (root first) and the leaf. If
+/// `bounds`, it also stages the keys the path routes to the leaf in the worker's hints
+/// (`Hints::stage`) — the nearest separators on either side — unless one is too long to keep.
 fn descend<C: Clock>(
     tx: &mut Tx<'_, C>,
     root: Addr,
     key: &[u8],
+    bounds: bool,
 ) -> Result<(Geometry, Vec<Frame>, Leaf), Error> {
     let mut path = Vec::new();
     let mut addr = root;
     let mut geo: Option<Geometry> = None;
     let mut expect: Option<u8> = None;
+    let mut range = bounds.then(Range::default);
     for _ in 0..LEVELS_MAX {
         if expect != Some(0) {
             // An internal node, or the root (level not known yet; a leaf root is read twice).
@@ -137,6 +142,19 @@ fn descend<C: Clock>(
                     return Ok::<_, Error>((g, None));
                 }
                 let index = view.route(key)?;
+                // Child `index` holds the keys from separator `index - 1` to separator `index`:
+                // bounds at least as tight as any above.
+                if let Some(r) = &mut range {
+                    if index > 0 {
+                        r.lo = Bound::of(view.key(index - 1)?);
+                    }
+                    if index < view.count() {
+                        r.hi = Bound::of(view.key(index)?);
+                    }
+                    if (index > 0 && r.lo.is_none()) || (index < view.count() && r.hi.is_none()) {
+                        range = None;
+                    }
+                }
                 Ok((g, Some((index, view.child(index)?, view.header.level - 1))))
             })??;
             geo = Some(g);
@@ -157,6 +175,7 @@ fn descend<C: Clock>(
         if !view.is_leaf() {
             return Err(corrupt(addr, "a node routed as a leaf is not one"));
         }
+        tx.hints().stage(root, addr, range);
         return Ok((geo, path, leaf));
     }
     Err(corrupt(root, "tree is deeper than the level limit"))
@@ -167,7 +186,7 @@ fn descend<C: Clock>(
 /// (invariant 1). Saves moving the unused tail of the node through the read; and the words
 /// read stay where the read put them ([`Tx::read_used_owned`]), not copied out again.
 fn read_leaf<C: Clock>(tx: &mut Tx<'_, C>, addr: Addr) -> Result<Leaf, Error> {
-    let (words, len_bytes) = tx.read_used_owned(addr, used_bytes)?;
+    let (words, len_bytes, _) = tx.read_used_owned(addr, used_bytes)?;
     Ok(Leaf { addr, words, len_bytes })
 }
 
@@ -190,17 +209,21 @@ enum Stored {
 
 /// How an update reached its leaf.
 enum Route {
-    /// A descent from the root: the internal nodes on the way (none: the leaf is the root).
+    /// A descent from the root: the internal nodes on the way (none: the leaf is the root). A
+    /// descent that collected the leaf's bounds left them staged in the worker's hints.
     Path(Vec<Frame>),
     /// This attempt's memo (`crate::txn::memo`): the leaf holds the key, but the path to it is
     /// not known, so only a change that stays in the leaf may be made from here
     /// ([`stays_in_leaf`]); anything else descends first ([`with_path`]).
     Memo,
+    /// The worker's hints (`crate::txn::hints`): a hint's leaf covers its keys, `key` among
+    /// them, but the path to it is not known (as [`Route::Memo`]).
+    Hint,
 }
 
 /// Finds `key`'s leaf and the key in it: in the leaf this attempt last found the key in, when it
-/// still holds it, else by a descent from the root. Every update starts here, so the leaf is
-/// searched once per operation.
+/// still holds it, or in a hinted leaf whose keys include it, else by a descent from the root.
+/// Every update starts here, so the leaf is searched once per operation.
 fn find<C: Clock>(
     tx: &mut Tx<'_, C>,
     root: Addr,
@@ -222,12 +245,75 @@ fn find<C: Clock>(
         }
         tx.recycle(leaf.words);
     }
-    let (geo, path, leaf) = descend(tx, root, key)?;
+    let hinting = tx.hints().wants(root);
+    if hinting && let Some(found) = hinted(tx, root, key)? {
+        tx.memo().put(root, hash, found.2.addr);
+        return Ok(found);
+    }
+    let (geo, path, leaf) = descend(tx, root, key, hinting)?;
     check_key(key, geo.key_max)?;
     let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
     let slot = slot_of(&view, key)?;
     tx.memo().put(root, hash, leaf.addr);
     Ok((geo, Route::Path(path), leaf, slot))
+}
+
+/// [`find`] by a descent from the root alone, collecting the leaf's bounds for a hint.
+fn find_by_descent<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    root: Addr,
+    key: &[u8],
+) -> Result<(Geometry, Route, Leaf, Slot), Error> {
+    let (geo, path, leaf) = descend(tx, root, key, true)?;
+    check_key(key, geo.key_max)?;
+    let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
+    let slot = slot_of(&view, key)?;
+    Ok((geo, Route::Path(path), leaf, slot))
+}
+
+/// `key`'s leaf from the worker's hints, if one covers `key` and still holds: a hint committed
+/// by an earlier attempt must find its leaf at exactly the version it names, and a hint of this
+/// attempt (pending) its leaf among this attempt's writes (`crate::txn::hints` says why that
+/// leaf then covers the hint's keys). A hint that does not hold is dropped.
+fn hinted<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    root: Addr,
+    key: &[u8],
+) -> Result<Option<(Geometry, Route, Leaf, Slot)>, Error> {
+    let Some(hint) = tx.hints().find(root, key) else {
+        return Ok(None);
+    };
+    let (words, len_bytes, version) = match tx.read_used_owned(hint.leaf, used_bytes) {
+        Ok(read) => read,
+        Err(e) if e.as_abort().is_some() => return Err(e),
+        // Freed since (`NotAllocated`), its slab reused for objects of another size so that the
+        // address is no slot any more (`InvalidAddress`), or any other reason the address does
+        // not read: the descent finds the leaf (and meets any error that is real).
+        Err(_) => {
+            tx.hints().drop_found(hint);
+            return Ok(None);
+        }
+    };
+    let leaf = Leaf { addr: hint.leaf, words, len_bytes };
+    let holds = match (hint.version, version) {
+        (Some(hinted), Some(read)) => hinted == read,
+        (None, None) => true,
+        _ => false,
+    };
+    if holds {
+        let geo = Geometry::for_root(root, leaf.len_bytes)?;
+        check_key(key, geo.key_max)?;
+        let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
+        if view.is_leaf() {
+            let slot = slot_of(&view, key)?;
+            tx.hints().held(root);
+            let route = if leaf.addr == root { Route::Path(Vec::new()) } else { Route::Hint };
+            return Ok(Some((geo, route, leaf, slot)));
+        }
+    }
+    tx.hints().drop_found(hint);
+    tx.recycle(leaf.words);
+    Ok(None)
 }
 
 /// Where `key` is (or would go) in the leaf `view`.
@@ -249,8 +335,9 @@ fn slot_of(view: &NodeView<'_>, key: &[u8]) -> Result<Slot, Error> {
     Ok(Slot { index, existing })
 }
 
-/// Whether replacing the entry at `slot` (present) by one of `entry_bytes` — or removing it,
-/// for `None` — leaves `leaf` within its fill bounds, so that no other node changes.
+/// Whether putting an entry of `entry_bytes` at `slot` (replacing the entry there, if present) —
+/// or removing it, for `None` — leaves `leaf` within its fill bounds, so that no other node
+/// changes.
 fn stays_in_leaf(
     geo: &Geometry,
     leaf: &Leaf,
@@ -258,42 +345,73 @@ fn stays_in_leaf(
     entry_bytes: Option<usize>,
 ) -> Result<bool, Error> {
     let view = NodeView::parse(leaf.addr, leaf.bytes(), geo.node_bytes)?;
-    let old = view.raw_range(slot.index)?.len();
-    let used = match entry_bytes {
-        Some(new) => view.used() - old + new,
-        None => view.used() - old - SLOT_BYTES,
+    let old = match slot.existing {
+        Some(_) => SLOT_BYTES + view.raw_range(slot.index)?.len(),
+        // Removing an absent key changes nothing.
+        None if entry_bytes.is_none() => return Ok(true),
+        None => 0,
     };
+    let used = view.used() - old + entry_bytes.map_or(0, |new| SLOT_BYTES + new);
     Ok(used <= geo.cap && used >= geo.fill_min)
 }
 
+/// How the leaf of an update was reached, for hinting it after a change of the leaf alone: a
+/// change of a hinted leaf keeps its hint current (`Hints::record_again`), and a leaf a descent
+/// staged bounds for is hinted when the change inserted a key (`Hints::record_staged`: a range
+/// that grows is likely to grow there again).
+enum Reach {
+    Descent(Addr),
+    Hint(Addr),
+}
+
+/// Buffers `leaf`, changed alone, and hints it as [`Reach`] says (`inserted`: the change added a
+/// key).
+fn write_alone<C: Clock>(
+    tx: &mut Tx<'_, C>,
+    leaf: Leaf,
+    reach: Option<Reach>,
+    inserted: bool,
+) -> Result<(), Error> {
+    let addr = leaf.addr;
+    leaf.write(tx)?;
+    match reach {
+        Some(Reach::Hint(root)) => tx.hints().record_again(root, addr),
+        Some(Reach::Descent(root)) if inserted => tx.hints().record_staged(root, addr),
+        _ => {}
+    }
+    Ok(())
+}
+
 /// The path to the leaf for a change by `entry_bytes` (as [`stays_in_leaf`]): a leaf the memo
-/// gave is kept when the change stays in it; otherwise the tree is descended (and its memo
-/// forgotten: the change is about to move keys between nodes).
+/// or a hint gave is kept when the change stays in it; otherwise the tree is descended (and its
+/// memo forgotten: the change is about to move keys between nodes).
+#[allow(clippy::type_complexity)]
 fn with_path<C: Clock>(
     tx: &mut Tx<'_, C>,
     root: Addr,
     key: &[u8],
     found: (Geometry, Route, Leaf, Slot),
     entry_bytes: Option<usize>,
-) -> Result<(Geometry, Vec<Frame>, Leaf, Slot), Error> {
+) -> Result<(Geometry, Vec<Frame>, Leaf, Slot, Option<Reach>), Error> {
     let (geo, route, leaf, slot) = found;
-    match route {
-        Route::Path(path) => Ok((geo, path, leaf, slot)),
-        Route::Memo if stays_in_leaf(&geo, &leaf, &slot, entry_bytes)? => {
-            // Not the root, and the change stays in the leaf: `set_at` / `remove_at` write the
-            // leaf alone. (Should a splice fall back to a rebuild, the empty path settles the
-            // leaf as a root, which for a leaf within its bounds writes it alone too.)
-            Ok((geo, Vec::new(), leaf, slot))
+    let hint = match route {
+        Route::Path(path) => return Ok((geo, path, leaf, slot, Some(Reach::Descent(root)))),
+        Route::Memo => None,
+        Route::Hint => Some(Reach::Hint(root)),
+    };
+    if stays_in_leaf(&geo, &leaf, &slot, entry_bytes)? {
+        // Not the root, and the change stays in the leaf: `set_at` / `remove_at` write the leaf
+        // alone. (Should a splice fall back to a rebuild, the empty path settles the leaf as a
+        // root, which for a leaf within its bounds writes it alone too.)
+        return Ok((geo, Vec::new(), leaf, slot, hint));
+    }
+    tx.memo().forget(root);
+    tx.recycle(leaf.words);
+    match find_by_descent(tx, root, key)? {
+        (geo, Route::Path(path), leaf, slot) => {
+            Ok((geo, path, leaf, slot, Some(Reach::Descent(root))))
         }
-        Route::Memo => {
-            tx.memo().forget(root);
-            match find(tx, root, key)? {
-                (geo, Route::Path(path), leaf, slot) => Ok((geo, path, leaf, slot)),
-                (_, Route::Memo, leaf, _) => {
-                    Err(corrupt(leaf.addr, "a forgotten memo entry was used"))
-                }
-            }
-        }
+        (_, _, leaf, _) => Err(corrupt(leaf.addr, "a descent did not give a path")),
     }
 }
 
@@ -326,18 +444,20 @@ pub(super) fn insert<C: Clock>(
     let found = find(tx, root, key)?;
     let old = with_old(tx, &found.2, &found.3, |v| v.map(<[u8]>::to_vec))?;
     let entry = found.0.leaf_entry_bytes(key.len(), value.len());
-    let (geo, path, leaf, slot) = with_path(tx, root, key, found, Some(entry))?;
-    set_at(tx, &geo, path, leaf, slot, key, value)?;
+    let (geo, path, leaf, slot, reach) = with_path(tx, root, key, found, Some(entry))?;
+    set_at(tx, &geo, path, leaf, slot, reach, key, value)?;
     Ok(old)
 }
 
 /// Sets `key`, found at `slot` of `leaf` (reached by `path`), to `value`.
+#[allow(clippy::too_many_arguments)]
 fn set_at<C: Clock>(
     tx: &mut Tx<'_, C>,
     geo: &Geometry,
     path: Vec<Frame>,
     leaf: Leaf,
     slot: Slot,
+    reach: Option<Reach>,
     key: &[u8],
     value: &[u8],
 ) -> Result<(), Error> {
@@ -372,7 +492,7 @@ fn set_at<C: Clock>(
         && at.len() == entry.len()
     {
         leaf.bytes_mut()[at].copy_from_slice(&entry);
-        return leaf.write(tx);
+        return write_alone(tx, leaf, reach, false);
     }
     if used <= geo.cap && (path.is_empty() || used >= geo.fill_min) {
         let addr = leaf.addr;
@@ -382,7 +502,7 @@ fn set_at<C: Clock>(
             insert_packed(addr, leaf.bytes_mut(), geo.node_bytes, i, &entry)?
         };
         if spliced {
-            return leaf.write(tx);
+            return write_alone(tx, leaf, reach, !replaced);
         }
     }
     rebuild_leaf(tx, geo, path, leaf, i, &entry, replaced)
@@ -418,8 +538,8 @@ pub(super) fn remove<C: Clock>(
 ) -> Result<Option<Vec<u8>>, Error> {
     let found = find(tx, root, key)?;
     let old = with_old(tx, &found.2, &found.3, |v| v.map(<[u8]>::to_vec))?;
-    let (geo, path, leaf, slot) = with_path(tx, root, key, found, None)?;
-    remove_at(tx, &geo, path, leaf, slot)?;
+    let (geo, path, leaf, slot, reach) = with_path(tx, root, key, found, None)?;
+    remove_at(tx, &geo, path, leaf, slot, reach)?;
     Ok(old)
 }
 
@@ -430,6 +550,7 @@ fn remove_at<C: Clock>(
     path: Vec<Frame>,
     leaf: Leaf,
     slot: Slot,
+    reach: Option<Reach>,
 ) -> Result<(), Error> {
     let Some(existing) = &slot.existing else {
         tx.recycle(leaf.words);
@@ -448,7 +569,7 @@ fn remove_at<C: Clock>(
     if (path.is_empty() || used >= geo.fill_min)
         && remove_packed(addr, leaf.bytes_mut(), geo.node_bytes, i)?
     {
-        return leaf.write(tx);
+        return write_alone(tx, leaf, reach, false);
     }
     let view = NodeView::parse(addr, leaf.bytes(), geo.node_bytes)?;
     let mut node = Pending::of(&view)?;
@@ -473,12 +594,12 @@ pub(super) fn update<C: Clock>(
         Edit::Set(value) => {
             check_value(&value)?;
             let entry = found.0.leaf_entry_bytes(key.len(), value.len());
-            let (geo, path, leaf, slot) = with_path(tx, root, key, found, Some(entry))?;
-            set_at(tx, &geo, path, leaf, slot, key, &value)
+            let (geo, path, leaf, slot, reach) = with_path(tx, root, key, found, Some(entry))?;
+            set_at(tx, &geo, path, leaf, slot, reach, key, &value)
         }
         Edit::Remove => {
-            let (geo, path, leaf, slot) = with_path(tx, root, key, found, None)?;
-            remove_at(tx, &geo, path, leaf, slot)
+            let (geo, path, leaf, slot, reach) = with_path(tx, root, key, found, None)?;
+            remove_at(tx, &geo, path, leaf, slot, reach)
         }
     }
 }
@@ -490,9 +611,11 @@ fn settle_path<C: Clock>(
     mut path: Vec<Frame>,
     mut node: Pending,
 ) -> Result<(), Error> {
-    // Keys may move between nodes from here on: positions remembered for this tree go.
+    // Keys may move between nodes from here on: positions remembered for this tree go, and so
+    // do the hints of this attempt (its committed hints name versions this change replaces).
     let root = path.first().map_or(node.addr, |frame| frame.addr);
     tx.memo().forget(root);
+    tx.hints().forget_pending(root);
     loop {
         let Some(parent) = path.pop() else {
             return settle_root(tx, geo, node);
@@ -793,5 +916,57 @@ mod tests {
         tx.commit().unwrap();
         db.run(|tx| tree.check_invariants(tx)).unwrap();
         assert_eq!(db.run(|tx| tree.get(tx, &a)).unwrap(), Some(vec![2; 8]));
+    }
+
+    /// Appends to a growing range skip the descent: after an append committed, the next one in
+    /// a new transaction reads the hinted leaf alone (`hinted`), where an insert elsewhere reads
+    /// the whole path. (A test of the hint being used; the tests in `tests/indexes/tree_hints.rs`
+    /// check that it is not used when it must not be.)
+    #[test]
+    fn an_append_after_a_committed_append_reads_only_its_leaf() {
+        let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
+        let key = |i: u32| format!("k{i:04}").into_bytes();
+        let tree = db.run(|tx| BTree::create_with(tx, TreeOptions::with_node_bytes(256))).unwrap();
+        db.run(|tx| (0..200).try_for_each(|i| tree.insert(tx, &key(i), &[1; 8]).map(drop)))
+            .unwrap();
+        let depth = db.run(|tx| tree.check_invariants(tx)).unwrap().depth;
+        assert!(depth >= 3, "depth {depth}");
+        db.run(|tx| tree.insert(tx, &key(200), &[2; 8])).unwrap();
+        let mut tx = db.begin().unwrap();
+        tree.insert(&mut tx, &key(201), &[3; 8]).unwrap();
+        assert_eq!(tx.reads_len(), 1, "the append read the hinted leaf alone");
+        let mut other = key(50);
+        other.push(b'x');
+        tree.insert(&mut tx, &other, &[4; 8]).unwrap();
+        assert_eq!(tx.reads_len(), 1 + depth, "an insert elsewhere descended");
+        // The same attempt appends again through its own (pending) hint.
+        tree.insert(&mut tx, &key(202), &[5; 8]).unwrap();
+        assert_eq!(tx.reads_len(), 1 + depth);
+        tx.commit().unwrap();
+        db.run(|tx| tree.check_invariants(tx)).unwrap();
+    }
+
+    /// A hint naming an address that reads as no object any more — its slab taken over by
+    /// objects of another size, so that the address falls inside one (`InvalidAddress`) — is
+    /// dropped and the insert descends (without that, the insert fails with the read's error).
+    #[test]
+    fn a_hint_naming_no_object_slot_is_not_used() {
+        let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
+        let key = |i: u32| format!("k{i:04}").into_bytes();
+        let tree = db.run(|tx| BTree::create_with(tx, TreeOptions::with_node_bytes(256))).unwrap();
+        db.run(|tx| (0..200).try_for_each(|i| tree.insert(tx, &key(i), &[1; 8]).map(drop)))
+            .unwrap();
+        let root = tree.root();
+        let mut tx = db.begin().unwrap();
+        assert!(tree.get(&mut tx, &key(199)).unwrap().is_some());
+        let leaf = tx.memo().get(root, key_hash(&key(199))).unwrap();
+        let inside = Addr::from_raw(leaf.to_raw() + 8);
+        let everything = Range::default();
+        tx.hints().record(root, inside, everything);
+        tx.hints().promote(ordo_clock::Timestamp::from_nanos(1));
+        tree.insert(&mut tx, &key(200), &[2; 8]).unwrap();
+        tx.commit().unwrap();
+        db.run(|tx| tree.check_invariants(tx)).unwrap();
+        assert_eq!(db.run(|tx| tree.get(tx, &key(200))).unwrap(), Some(vec![2; 8]));
     }
 }

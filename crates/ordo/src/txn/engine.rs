@@ -149,6 +149,7 @@ impl<C: Clock> Engine<C> {
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((slot as u64 + 1) << 17),
             // Relaxed: the free-list mutex ordered the previous worker's store before this.
             tx_seq: self.slots[slot].tx_seq.load(Ordering::Relaxed),
+            hints: Default::default(),
         }))
     }
 

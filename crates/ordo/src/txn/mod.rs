@@ -60,6 +60,7 @@
 
 pub mod commit;
 pub(crate) mod engine;
+pub(crate) mod hints;
 pub(crate) mod memo;
 mod options;
 pub mod participant;
@@ -259,6 +260,17 @@ impl<'db, C: Clock> Tx<'db, C> {
         &mut self.memo
     }
 
+    /// The worker's leaf hints, which outlive this attempt (see [`hints`]).
+    pub(crate) fn hints(&mut self) -> &mut hints::Hints {
+        &mut self.w().hints
+    }
+
+    /// How many reads this attempt has recorded (a test's view of how much a lookup read).
+    #[cfg(test)]
+    pub(crate) fn reads_len(&mut self) -> usize {
+        self.w().reads.entries().len()
+    }
+
     fn w(&mut self) -> &mut Worker {
         self.worker.as_mut().expect("a live transaction holds its worker")
     }
@@ -350,6 +362,8 @@ impl<'db, C: Clock> Tx<'db, C> {
     /// transaction wrote is copied from the write set). For an object the caller changes and
     /// writes back whole, such as the leaf an update splices ([`Tx::write_words`]); give the
     /// buffer back with [`Tx::recycle`] when done, so that the next one allocates nothing.
+    /// The third value is the version read: its timestamp, or `None` for this transaction's own
+    /// write.
     ///
     /// # Isolation
     /// As [`Tx::read`]. The zeros stand for the unread tail, which `used` promises is zero.
@@ -357,7 +371,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         &mut self,
         addr: Addr,
         used: UsedBytes,
-    ) -> Result<(Vec<u64>, usize), Error> {
+    ) -> Result<(Vec<u64>, usize, Option<Timestamp>), Error> {
         self.check_live()?;
         let at = self.read_at();
         if let Some((_, e)) = self.own_write(addr)? {
@@ -365,7 +379,7 @@ impl<'db, C: Clock> Tx<'db, C> {
             let mut buf = std::mem::take(&mut w.spare);
             buf.clear();
             buf.extend_from_slice(w.writes.data(&e));
-            return Ok((buf, e.len_bytes));
+            return Ok((buf, e.len_bytes, None));
         }
         let entry = self.read_through_owner(addr, at, Some(used))?;
         self.record_read(entry)?;
@@ -375,7 +389,7 @@ impl<'db, C: Clock> Tx<'db, C> {
         let mut buf = std::mem::replace(&mut w.scratch, spare);
         // The read stopped at the used bytes (never past the length): zeros for the rest.
         buf.resize(len_bytes.div_ceil(8), 0);
-        Ok((buf, len_bytes))
+        Ok((buf, len_bytes, Some(entry.header.ts())))
     }
 
     /// Takes back a buffer [`Tx::read_used_owned`] handed out, as the worker's spare read
@@ -1002,6 +1016,11 @@ impl<'db, C: Clock> Tx<'db, C> {
                 outcome = Err(e.into());
             }
         }
+        if let Ok(CommitInfo { wts: Some(wts), .. }) = &outcome {
+            // The leaves this attempt hinted now have version `wts` (pending hints of an
+            // attempt that did not commit are dropped with the transaction).
+            w.hints.promote(*wts);
+        }
         let slot = shared.slot(w.slot);
         match &outcome {
             Ok(info) if info.wts.is_some() => {
@@ -1050,6 +1069,8 @@ impl<C: Clock> Drop for Tx<'_, C> {
         // Release: pairs with the GC's Acquire scan; the slot is idle again.
         slot.active_rts.store(worker::IDLE, std::sync::atomic::Ordering::Release);
         w.reads.clear();
+        // Pending hints are about writes that were not committed (`hints`).
+        w.hints.drop_pending();
         worker::put_cached(w);
     }
 }
@@ -1085,7 +1106,7 @@ mod tests {
         for _ in 0..3 {
             // Both buffers (scratch and spare) hold the all-ones object at some point.
             assert_eq!(tx.read_bytes(ones).unwrap(), vec![0xFF; 64]);
-            let (words, len) = tx.read_used_owned(a, first_word).unwrap();
+            let (words, len, _) = tx.read_used_owned(a, first_word).unwrap();
             assert_eq!((&words[..], len), (&want[..], 64));
             tx.recycle(words);
         }
@@ -1094,7 +1115,7 @@ mod tests {
         changed[0] = 9;
         changed[7] = 7;
         tx.write_words(a, &changed, 64).unwrap();
-        let (words, _) = tx.read_used_owned(a, first_word).unwrap();
+        let (words, _, _) = tx.read_used_owned(a, first_word).unwrap();
         assert_eq!(words, changed.to_vec());
         assert!(matches!(tx.write_words(a, &changed[..7], 56), Err(Error::WrongSize { .. })));
         assert!(matches!(tx.write_words(a, &changed, 60), Err(Error::WrongSize { .. })));

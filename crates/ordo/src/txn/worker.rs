@@ -84,6 +84,9 @@ pub(crate) struct Worker {
     pub(crate) rng: u64,
     /// Commit attempts made by this worker: with the slot, names an attempt to remote owners.
     pub(crate) tx_seq: u64,
+    /// Leaves this worker's recent attempts appended to, with their key ranges
+    /// ([`crate::txn::hints`]).
+    pub(crate) hints: crate::txn::hints::Hints,
 }
 
 impl Drop for Worker {

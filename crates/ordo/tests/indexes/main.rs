@@ -16,6 +16,7 @@ mod map_model;
 mod map_proptest;
 mod tree_bad_input;
 mod tree_concurrent;
+mod tree_hints;
 mod tree_memo;
 mod tree_model;
 mod tree_proptest;
