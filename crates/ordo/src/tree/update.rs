@@ -894,16 +894,25 @@ mod tests {
     use crate::tree::{BTree, TreeOptions};
     use crate::{Config, Ordo};
 
+    fn key(i: u32) -> Vec<u8> {
+        format!("k{i:04}").into_bytes()
+    }
+
+    /// A tree of 256-byte nodes holding `key(0..200)`, each with value `[1; 8]` (depth 3).
+    fn filled() -> (Ordo<LogicalClock>, BTree) {
+        let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
+        let tree = db.run(|tx| BTree::create_with(tx, TreeOptions::with_node_bytes(256))).unwrap();
+        db.run(|tx| (0..200).try_for_each(|i| tree.insert(tx, &key(i), &[1; 8]).map(drop)))
+            .unwrap();
+        (db, tree)
+    }
+
     /// A memo entry that names the wrong leaf (what a 64-bit hash collision would give) is not
     /// used: the leaf must hold the key. Without the check in `find`, the update below would
     /// write `a` into `b`'s leaf, out of key order (`check_invariants` fails).
     #[test]
     fn a_memo_entry_naming_the_wrong_leaf_is_not_used() {
-        let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
-        let key = |i: u32| format!("k{i:04}").into_bytes();
-        let tree = db.run(|tx| BTree::create_with(tx, TreeOptions::with_node_bytes(256))).unwrap();
-        db.run(|tx| (0..200).try_for_each(|i| tree.insert(tx, &key(i), &[1; 8]).map(drop)))
-            .unwrap();
+        let (db, tree) = filled();
         let (a, b) = (key(3), key(190));
         let mut tx = db.begin().unwrap();
         assert!(tree.get(&mut tx, &b).unwrap().is_some());
@@ -924,11 +933,7 @@ mod tests {
     /// check that it is not used when it must not be.)
     #[test]
     fn an_append_after_a_committed_append_reads_only_its_leaf() {
-        let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
-        let key = |i: u32| format!("k{i:04}").into_bytes();
-        let tree = db.run(|tx| BTree::create_with(tx, TreeOptions::with_node_bytes(256))).unwrap();
-        db.run(|tx| (0..200).try_for_each(|i| tree.insert(tx, &key(i), &[1; 8]).map(drop)))
-            .unwrap();
+        let (db, tree) = filled();
         let depth = db.run(|tx| tree.check_invariants(tx)).unwrap().depth;
         assert!(depth >= 3, "depth {depth}");
         db.run(|tx| tree.insert(tx, &key(200), &[2; 8])).unwrap();
@@ -951,11 +956,7 @@ mod tests {
     /// dropped and the insert descends (without that, the insert fails with the read's error).
     #[test]
     fn a_hint_naming_no_object_slot_is_not_used() {
-        let db = Ordo::with_clock(Config::default(), LogicalClock::new()).unwrap();
-        let key = |i: u32| format!("k{i:04}").into_bytes();
-        let tree = db.run(|tx| BTree::create_with(tx, TreeOptions::with_node_bytes(256))).unwrap();
-        db.run(|tx| (0..200).try_for_each(|i| tree.insert(tx, &key(i), &[1; 8]).map(drop)))
-            .unwrap();
+        let (db, tree) = filled();
         let root = tree.root();
         let mut tx = db.begin().unwrap();
         assert!(tree.get(&mut tx, &key(199)).unwrap().is_some());
