@@ -216,9 +216,10 @@ enum Route {
     /// not known, so only a change that stays in the leaf may be made from here
     /// ([`stays_in_leaf`]); anything else descends first ([`with_path`]).
     Memo,
-    /// The worker's hints (`crate::txn::hints`): a hint's leaf covers its keys, `key` among
-    /// them, but the path to it is not known (as [`Route::Memo`]).
-    Hint,
+    /// The worker's hints (`crate::txn::hints`): the leaf of the hint at this position of the
+    /// worker's table covers its keys, `key` among them, but the path to it is not known (as
+    /// [`Route::Memo`]).
+    Hint(u8),
 }
 
 /// Finds `key`'s leaf and the key in it: in the leaf this attempt last found the key in, when it
@@ -307,7 +308,8 @@ fn hinted<C: Clock>(
         if view.is_leaf() {
             let slot = slot_of(&view, key)?;
             tx.hints().held(root);
-            let route = if leaf.addr == root { Route::Path(Vec::new()) } else { Route::Hint };
+            let route =
+                if leaf.addr == root { Route::Path(Vec::new()) } else { Route::Hint(hint.slot) };
             return Ok(Some((geo, route, leaf, slot)));
         }
     }
@@ -361,7 +363,8 @@ fn stays_in_leaf(
 /// that grows is likely to grow there again).
 enum Reach {
     Descent(Addr),
-    Hint(Addr),
+    /// The tree, and where the hint was in the worker's table.
+    Hint(Addr, u8),
 }
 
 /// Buffers `leaf`, changed alone, and hints it as [`Reach`] says (`inserted`: the change added a
@@ -375,7 +378,7 @@ fn write_alone<C: Clock>(
     let addr = leaf.addr;
     leaf.write(tx)?;
     match reach {
-        Some(Reach::Hint(root)) => tx.hints().record_again(root, addr),
+        Some(Reach::Hint(root, slot)) => tx.hints().record_again(root, addr, slot),
         Some(Reach::Descent(root)) if inserted => tx.hints().record_staged(root, addr),
         _ => {}
     }
@@ -397,7 +400,7 @@ fn with_path<C: Clock>(
     let hint = match route {
         Route::Path(path) => return Ok((geo, path, leaf, slot, Some(Reach::Descent(root)))),
         Route::Memo => None,
-        Route::Hint => Some(Reach::Hint(root)),
+        Route::Hint(slot) => Some(Reach::Hint(root, slot)),
     };
     if stays_in_leaf(&geo, &leaf, &slot, entry_bytes)? {
         // Not the root, and the change stays in the leaf: `set_at` / `remove_at` write the leaf

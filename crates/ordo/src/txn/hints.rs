@@ -44,10 +44,11 @@ use ordo_clock::Timestamp;
 
 use crate::addr::Addr;
 
-/// Hints per worker. TPC-C's
+/// Hints per worker (at most 256: a position in the table is a `u8`). TPC-C's
 /// NewOrder appends to two trees in each of its home warehouse's ten districts (twenty ranges),
 /// and inserts at random into a third.
 pub(crate) const HINTS: usize = 48;
+const _: () = assert!(HINTS <= 256);
 
 /// The longest bound a hint keeps inline; a leaf whose bounds are longer is not hinted.
 pub(crate) const BOUND_BYTES_MAX: usize = 30;
@@ -103,7 +104,7 @@ struct Hint {
 /// (`None`: pending, usable as it is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Found {
-    pub(crate) slot: usize,
+    pub(crate) slot: u8,
     pub(crate) leaf: Addr,
     pub(crate) version: Option<Timestamp>,
 }
@@ -235,7 +236,7 @@ impl Hints {
         self.clock += 1;
         self.used[slot] = self.clock;
         let h = &self.entries[slot];
-        Some(Found { slot, leaf: h.leaf, version: h.version })
+        Some(Found { slot: slot as u8, leaf: h.leaf, version: h.version })
     }
 
     fn clear(&mut self, slot: usize) {
@@ -247,18 +248,21 @@ impl Hints {
     /// Drops the hint [`Hints::find`] gave as `found` (it did not hold).
     #[inline]
     pub(crate) fn drop_found(&mut self, found: Found) {
-        if self.entries.get(found.slot).is_some_and(|h| h.leaf == found.leaf) {
-            self.clear(found.slot);
+        let slot = usize::from(found.slot);
+        if self.entries.get(slot).is_some_and(|h| h.leaf == found.leaf) {
+            self.clear(slot);
         }
     }
 
-    /// Records that the running attempt wrote `leaf` of `structure` again, through its hint: the
-    /// hint is pending again (unless it was replaced meanwhile).
+    /// Records that the running attempt wrote `leaf` of `structure` again, through the hint
+    /// [`Hints::find`] gave at position `slot`: the hint is pending again (unless it was replaced
+    /// meanwhile).
     #[inline]
-    pub(crate) fn record_again(&mut self, structure: Addr, leaf: Addr) {
-        if let Some(i) =
-            (0..HINTS).find(|&i| self.structures[i] == structure && self.entries[i].leaf == leaf)
-        {
+    pub(crate) fn record_again(&mut self, structure: Addr, leaf: Addr, slot: u8) {
+        let at = usize::from(slot);
+        let same = |i: usize| self.structures[i] == structure && self.entries[i].leaf == leaf;
+        let i = if at < HINTS && same(at) { Some(at) } else { (0..HINTS).find(|&i| same(i)) };
+        if let Some(i) = i {
             self.entries[i].version = None;
             self.pending = true;
         }
