@@ -35,10 +35,15 @@
 //! - an attempt that ends without committing drops its pending hints ([`Hints::drop_pending`]);
 //! - a leaf this attempt has written since a hint was committed cannot have its version checked
 //!   (a read returns the buffered write), so such a hint is not used (`None` version at use);
-//! - a freed leaf reads as not allocated, and a slot allocated again gets a newer version.
+//! - a freed leaf reads as not allocated, a slot allocated again gets a newer version, and an
+//!   address inside an object of another size (its slab reused) reads as no slot: a hint whose
+//!   leaf does not read is dropped, not an error.
 //!
 //! Hints are only a way to skip a descent: a miss, a wrong version or a bound that does not hold
-//! falls back to the descent, which records a fresh hint.
+//! falls back to the descent, whose bounds are staged here ([`Hints::stage`]) and recorded if the
+//! update then inserts into that leaf alone ([`Hints::record_staged`]). A structure whose hints
+//! mostly fail (keys inserted at random) goes without them for a while ([`Hints::wants`]), its
+//! descents not collecting bounds either.
 
 use ordo_clock::Timestamp;
 
