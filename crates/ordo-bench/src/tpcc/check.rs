@@ -175,7 +175,7 @@ fn district_conditions<C: Clock>(
             Direction::Forward,
             None,
             |k, _| {
-                let o = k.get(3..7).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes);
+                let o = schema::order_of_key(k).unwrap_or(0);
                 let o = u64::from(o);
                 no = Some(match no {
                     None => (o, o, 1),
@@ -196,7 +196,7 @@ fn district_conditions<C: Clock>(
             Direction::Forward,
             None,
             |k, v| {
-                let o = k.get(3..7).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes);
+                let o = schema::order_of_key(k).unwrap_or(0);
                 bad_value |= order_line::rows(v).is_none();
                 lines.push((o, v.to_vec()));
                 ControlFlow::Continue(())

@@ -474,8 +474,7 @@ impl Terminal {
                     Direction::Forward,
                     Some(1),
                     |k, _| {
-                        oldest =
-                            k.get(3..7).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
+                        oldest = schema::order_of_key(k);
                         ControlFlow::Break(())
                     },
                 )?;
