@@ -706,13 +706,21 @@ fn splice_packed(
     // Entry j runs from slot j to slot j + 1 (the last to the data end), so the node is packed
     // when the first entry starts right after the slots (or, empty, the data end is there);
     // every slot is checked as `NodeView::raw_range` would: inside the entry area, in order.
-    let mut prev = slots_end;
-    for pair in b.get(HEADER_BYTES..slots_end).unwrap_or(&[]).chunks_exact(SLOT_BYTES) {
-        let slot = usize::from(u16::from_le_bytes([pair[0], pair[1]]));
-        if slot < prev || slot > data_end {
-            return Err(corrupt(addr, "node slot points outside the entry area"));
-        }
-        prev = slot;
+    // Without an early exit, and comparing neighbours rather than carrying the previous slot,
+    // the check has no loop-carried dependency and compiles to vector compares (it was a third
+    // of this function's instructions on TPC-C's inserts).
+    let slot_bytes = b.get(HEADER_BYTES..slots_end).unwrap_or(&[]);
+    let slot = |pair: &[u8]| u16::from_le_bytes([pair[0], pair[1]]);
+    let mut bad = false;
+    for pair in slot_bytes.windows(2 * SLOT_BYTES).step_by(SLOT_BYTES) {
+        bad |= slot(&pair[SLOT_BYTES..]) < slot(pair);
+    }
+    if let (Some(first), Some(last)) = (slot_bytes.first_chunk::<2>(), slot_bytes.last_chunk::<2>())
+    {
+        bad |= usize::from(slot(first)) < slots_end || usize::from(slot(last)) > data_end;
+    }
+    if bad {
+        return Err(corrupt(addr, "node slot points outside the entry area"));
     }
     let packed = match count {
         0 => data_end == slots_end,
