@@ -39,6 +39,12 @@
 //!   address inside an object of another size (its slab reused) reads as no slot: a hint whose
 //!   leaf does not read is dropped, not an error.
 //!
+//! A hint also keeps where in its leaf the range's next key most likely goes: right after the
+//! entry the last write through it put there. A range that grows in the middle of its leaf —
+//! TPC-C's orders of a district, followed in the leaf by the next district's first ones — grows
+//! at that point, so the key is placed with two comparisons against its would-be neighbours
+//! instead of a binary search, and only where those neighbours bracket it.
+//!
 //! Hints are only a way to skip a descent: a miss, a wrong version or a bound that does not hold
 //! falls back to the descent, whose bounds are staged here ([`Hints::stage`]) and recorded if the
 //! update then inserts into that leaf alone ([`Hints::record_staged`]). A structure whose hints
@@ -96,6 +102,13 @@ impl Range {
     }
 }
 
+/// An entry index as a hint keeps it (a node holds far fewer than 2^16 entries; a larger one,
+/// which no valid node gives, becomes a guess that fails its check).
+#[inline]
+fn guess(next: usize) -> u16 {
+    u16::try_from(next).unwrap_or(u16::MAX)
+}
+
 /// One hint (its structure is kept apart, in [`Hints::structures`]).
 #[derive(Clone, Copy, Default)]
 struct Hint {
@@ -103,6 +116,10 @@ struct Hint {
     range: Range,
     /// `None`: pending (written by the running attempt); else the leaf's committed version.
     version: Option<Timestamp>,
+    /// Where in the leaf the next key of the range most likely goes: right after the entry the
+    /// last write through this hint put there (a range that grows, grows there). A guess,
+    /// checked against the keys around it before it is used ([`Found::next`]).
+    next: u16,
 }
 
 /// A hint found for a key: its leaf and the version the leaf must have
@@ -112,6 +129,8 @@ pub(crate) struct Found {
     pub(crate) slot: u8,
     pub(crate) leaf: Addr,
     pub(crate) version: Option<Timestamp>,
+    /// The entry index the next key of the range most likely takes (a guess: see `Hint`).
+    pub(crate) next: usize,
 }
 
 /// Structures whose hints are tracked for usefulness ([`Hints::wants`]), replaced round-robin.
@@ -241,7 +260,12 @@ impl Hints {
         self.clock += 1;
         self.used[slot] = self.clock;
         let h = &self.entries[slot];
-        Some(Found { slot: slot as u8, leaf: h.leaf, version: h.version })
+        Some(Found {
+            slot: slot as u8,
+            leaf: h.leaf,
+            version: h.version,
+            next: usize::from(h.next),
+        })
     }
 
     fn clear(&mut self, slot: usize) {
@@ -261,14 +285,15 @@ impl Hints {
 
     /// Records that the running attempt wrote `leaf` of `structure` again, through the hint
     /// [`Hints::find`] gave at position `slot`: the hint is pending again (unless it was replaced
-    /// meanwhile).
+    /// meanwhile), and the range's next key is guessed to go at entry `next`.
     #[inline]
-    pub(crate) fn record_again(&mut self, structure: Addr, leaf: Addr, slot: u8) {
+    pub(crate) fn record_again(&mut self, structure: Addr, leaf: Addr, slot: u8, next: usize) {
         let at = usize::from(slot);
         let same = |i: usize| self.structures[i] == structure && self.entries[i].leaf == leaf;
         let i = if at < HINTS && same(at) { Some(at) } else { (0..HINTS).find(|&i| same(i)) };
         if let Some(i) = i {
             self.entries[i].version = None;
+            self.entries[i].next = guess(next);
             self.pending = true;
         }
     }
@@ -281,26 +306,29 @@ impl Hints {
     }
 
     /// Records that the running attempt wrote `leaf` of `structure`, whose bounds the last
-    /// descent staged (nothing if it staged none for this leaf).
+    /// descent staged (nothing if it staged none for this leaf); the range's next key is guessed
+    /// to go at entry `next`.
     #[inline]
-    pub(crate) fn record_staged(&mut self, structure: Addr, leaf: Addr) {
+    pub(crate) fn record_staged(&mut self, structure: Addr, leaf: Addr, next: usize) {
         if let Some((s, l, range)) = self.staged.take()
             && s == structure
             && l == leaf
+            && let Some(slot) = self.record(structure, leaf, range)
         {
-            self.record(structure, leaf, range);
+            self.entries[slot].next = guess(next);
         }
     }
 
     /// Records that the running attempt wrote `leaf` of `structure`, which covers `range` (a
-    /// pending hint, replacing any other hint of the leaf).
+    /// pending hint, replacing any other hint of the leaf, with no guess of where the next key
+    /// goes); returns the hint's position.
     #[inline]
-    pub(crate) fn record(&mut self, structure: Addr, leaf: Addr, range: Range) {
+    pub(crate) fn record(&mut self, structure: Addr, leaf: Addr, range: Range) -> Option<usize> {
         if structure == Addr::NULL {
-            return;
+            return None;
         }
         self.clock += 1;
-        let hint = Hint { leaf, range, version: None };
+        let hint = Hint { leaf, range, version: None, next: 0 };
         let same =
             (0..HINTS).find(|&i| self.structures[i] == structure && self.entries[i].leaf == leaf);
         // A free entry has `used` 0, so it goes first.
@@ -313,6 +341,7 @@ impl Hints {
         self.hi_prefixes[slot] = range.hi.map_or(u64::MAX, |b| prefix(b.key()));
         self.entries[slot] = hint;
         self.pending = true;
+        Some(slot)
     }
 
     /// Forgets the running attempt's hints of `structure`: it is about to move keys between
@@ -468,23 +497,23 @@ mod tests {
         let mut h = Hints::default();
         let r = range(Some(b"b"), Some(b"d"));
         h.stage(a(1), a(10), Some(r));
-        h.record_staged(a(1), a(11));
+        h.record_staged(a(1), a(11), 0);
         assert_eq!(h.find(a(1), b"c"), None, "bounds of another leaf");
         h.stage(a(1), a(10), Some(r));
-        h.record_staged(a(2), a(10));
+        h.record_staged(a(2), a(10), 0);
         assert_eq!(h.find(a(2), b"c"), None, "bounds of another structure");
         h.stage(a(1), a(10), Some(r));
         h.stage(a(1), a(10), None);
-        h.record_staged(a(1), a(10));
+        h.record_staged(a(1), a(10), 0);
         assert_eq!(h.find(a(1), b"c"), None, "a later descent collected none");
         h.stage(a(1), a(10), Some(r));
-        h.record_staged(a(1), a(10));
+        h.record_staged(a(1), a(10), 0);
         assert_eq!(h.find(a(1), b"c").map(|f| f.leaf), Some(a(10)));
         // Staged bounds are used once, and an attempt's end drops them.
         h.drop_pending();
         h.stage(a(1), a(12), Some(range(Some(b"x"), None)));
         h.drop_pending();
-        h.record_staged(a(1), a(12));
+        h.record_staged(a(1), a(12), 0);
         assert_eq!(h.find(a(1), b"y"), None);
     }
 }
