@@ -233,6 +233,17 @@ pub(super) fn shortest_separator<'r>(left: &[u8], right: &'r [u8]) -> Option<&'r
     right.get(..common + 1)
 }
 
+/// The separator a leaf split puts in the parent: [`shortest_separator`], lengthened to the
+/// first 8 bytes of `right` where it is shorter (and `right` is not). [`key_cmp`] compares keys
+/// of 8 bytes or more by their first 8 as one word, anything shorter byte-wise through
+/// `memcmp`: a truncated separator sent every probe of an internal node down the slow path,
+/// though the keys it separates are long enough for the fast one. Still a prefix of `right`,
+/// so still `left < s <= right`.
+pub(super) fn leaf_separator<'r>(left: &[u8], right: &'r [u8]) -> Option<&'r [u8]> {
+    let s = shortest_separator(left, right)?;
+    right.get(..s.len().max(right.len().min(8)))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Nodes.
 
@@ -1136,6 +1147,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A leaf separator is a prefix of the right key, between the two keys, and at least 8 bytes
+    /// long where the right key is: every pair of keys over a small alphabet (lengths 0 to 11,
+    /// so that prefixes, shared first words and short keys all occur).
+    #[test]
+    fn leaf_separators_are_between_and_a_word_long() {
+        let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        for len in 1..=11usize {
+            for fill in [0u8, 1, 0xff] {
+                let mut k = vec![1u8; len];
+                k[len - 1] = fill;
+                keys.push(k.clone());
+                k[len / 2] = fill;
+                keys.push(k);
+            }
+        }
+        let mut checked = 0;
+        for l in &keys {
+            for r in &keys {
+                let Some(s) = leaf_separator(l, r) else {
+                    assert!(l >= r, "{l:?} < {r:?} has a separator");
+                    continue;
+                };
+                assert!(&l[..] < s && s <= &r[..], "{s:?} between {l:?} and {r:?}");
+                assert!(r.starts_with(s));
+                assert!(s.len() >= r.len().min(8), "{s:?} for {r:?}");
+                assert!(s.len() <= shortest_separator(l, r).unwrap().len().max(8));
+                checked += 1;
+            }
+        }
+        assert!(checked > 1000, "{checked}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use crate::txn::memo::key_hash;
 use super::layout::{
     EntryList, Geometry, LEVELS_MAX, NodeView, SLOT_BYTES, Value, corrupt, encode_inline,
     encode_internal, encode_out_of_line, entry_key, insert_packed, internal_entry, key_cmp,
-    remove_packed, replace_packed, set_link0, shortest_separator, used_bytes,
+    leaf_separator, remove_packed, replace_packed, set_link0, used_bytes,
 };
 use super::read::{check_key, check_level, parse_node, read_value};
 use super::{Edit, KEY_BYTES_MAX, VALUE_BYTES_MAX};
@@ -721,7 +721,7 @@ fn divide(
         let m = appended.then(append_at).flatten().unwrap_or_else(|| entries.leaf_split_point());
         let left = entry_key(addr, 0, entries.get(m - 1))?;
         let right = entry_key(addr, 0, entries.get(m))?;
-        let sep = shortest_separator(left, right)
+        let sep = leaf_separator(left, right)
             .ok_or_else(|| corrupt(addr, "leaf keys are not in order"))?
             .to_vec();
         Division { m, right_from: m, right_child0: Addr::NULL, sep }
